@@ -1,0 +1,288 @@
+"""Advantage estimators: one registry, one call signature.
+
+    est = advantages.make("grpo", scale="group")
+    out = est(rewards)            # rewards (B, G) -> out.advantages (B, G), out.metrics dict[str, float]
+    out = est(rewards, pool=...)  # only `pool` reads it: every reward drawn per prompt this step
+
+Every estimator is called once per optimizer step (AVSPO carries state across steps) and exposes
+`state_dict()` / `load_state_dict()` so that the trainer checkpoints all of them the same way.
+Formulas, papers and deviations: docs/algorithms.md.
+
+Notation: B prompts, G completions per prompt, P rewards in a prompt's pool (P >= G).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import torch
+
+from ._tensors import check_rewards, group_std
+from .diagnostics import collapse_metrics, collapsed_groups
+from .registry import Registry
+from .virtual_samples import STRATEGIES, advantages_with_virtual, num_virtual_samples, virtual_rewards
+
+SCALES = ("group", "batch", "none")
+DEFAULT_EPS = 1e-4  # added to the std, as TRL does, so that numbers line up with it
+
+Pool = Sequence[torch.Tensor] | torch.Tensor | None
+
+
+@dataclass
+class AdvantageOutput:
+    advantages: torch.Tensor  # (B, G), one value per real completion
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+class AdvantageEstimator:
+    """Base class: stateless unless a subclass says otherwise."""
+
+    def __call__(self, rewards: torch.Tensor, pool: Pool = None) -> AdvantageOutput:
+        raise NotImplementedError
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        pass
+
+
+ESTIMATORS: Registry[AdvantageEstimator] = Registry("advantage estimator")
+register = ESTIMATORS.register
+
+
+def make(name: str, **params: Any) -> AdvantageEstimator:
+    """Builds the estimator registered as `name`; unknown names fail with the list of known ones."""
+    return ESTIMATORS.make(name, **params)
+
+
+def available() -> list[str]:
+    return ESTIMATORS.names()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Pure functions
+
+
+def grpo_advantages(
+    rewards: torch.Tensor, scale: str = "group", unbiased: bool = True, eps: float = DEFAULT_EPS
+) -> torch.Tensor:
+    """GRPO (DeepSeekMath, arXiv 2402.03300): A_ij = (r_ij - mean_j) / (std + eps).  (B, G) -> (B, G).
+
+    scale="group": std of the group; "batch": std of all B*G rewards (mean still per group);
+    "none": no division (Dr. GRPO, arXiv 2503.20783).
+    """
+    rewards = check_rewards(rewards)
+    centered = rewards - rewards.mean(dim=1, keepdim=True)  # (B, G)
+    if scale == "none":
+        return centered
+    if unbiased and ((scale == "group" and rewards.shape[1] < 2) or rewards.numel() < 2):
+        raise ValueError("an unbiased std needs at least 2 rewards per group: set num_generations >= 2")
+    if scale == "group":
+        std = group_std(rewards, unbiased).unsqueeze(1)  # (B, 1)
+    elif scale == "batch":
+        std = group_std(rewards.reshape(-1), unbiased)  # scalar
+    else:
+        raise ValueError(f"unknown scale {scale!r}; known: {', '.join(SCALES)}")
+    return centered / (std + eps)
+
+
+def rloo_advantages(rewards: torch.Tensor) -> torch.Tensor:
+    """RLOO: A_ij = r_ij - mean of the other G-1 rewards = G / (G - 1) * (r_ij - mean_j).  (B, G) -> (B, G)."""
+    rewards = check_rewards(rewards)
+    g = rewards.shape[1]
+    if g < 2:
+        raise ValueError("rloo needs at least 2 completions per prompt: set num_generations >= 2")
+    return g / (g - 1) * (rewards - rewards.mean(dim=1, keepdim=True))
+
+
+def pool_advantages(
+    rewards: torch.Tensor, pool: Pool, use_std: bool = False, unbiased: bool = True, eps: float = DEFAULT_EPS
+) -> torch.Tensor:
+    """Reinforce-Ada's baseline (arXiv 2510.04996): A_ij = r_ij - mean(pool_j) [/ (std(pool_j) + eps)].
+
+    rewards (B, G) the kept samples; pool: B tensors (P_j,) of every reward drawn for prompt j this step, or a
+    (B, P) tensor, or None (the pool is the group itself). A pool of one reward has std 0.
+    """
+    rewards = check_rewards(rewards)
+    if pool is None:
+        pool = rewards
+    if len(pool) != rewards.shape[0]:
+        raise ValueError(f"pool has {len(pool)} prompts but rewards has {rewards.shape[0]}")
+    stats = [_pool_stats(torch.as_tensor(p, dtype=rewards.dtype), unbiased) for p in pool]
+    mean = torch.tensor([m for m, _ in stats], dtype=rewards.dtype).unsqueeze(1)  # (B, 1)
+    centered = rewards - mean  # (B, G)
+    if not use_std:
+        return centered
+    std = torch.tensor([s for _, s in stats], dtype=rewards.dtype).unsqueeze(1)  # (B, 1)
+    return centered / (std + eps)
+
+
+def _pool_stats(p: torch.Tensor, unbiased: bool) -> tuple[float, float]:
+    p = check_rewards(p.reshape(1, -1), name="pool rewards")[0]  # (P,)
+    std = group_std(p, unbiased).item() if p.numel() > 1 else 0.0
+    return p.mean().item(), std
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Registered estimators
+
+
+@register("grpo")
+class GRPO(AdvantageEstimator):
+    """Group-normalised advantages; `scale` in {"group", "batch", "none"}."""
+
+    def __init__(self, scale: str = "group", unbiased: bool = True, eps: float = DEFAULT_EPS) -> None:
+        if scale not in SCALES:
+            raise ValueError(f"unknown scale {scale!r}; known: {', '.join(SCALES)}")
+        self.scale, self.unbiased, self.eps = scale, unbiased, eps
+
+    def __call__(self, rewards: torch.Tensor, pool: Pool = None) -> AdvantageOutput:
+        return AdvantageOutput(grpo_advantages(rewards, self.scale, self.unbiased, self.eps))
+
+
+@register("dr_grpo")
+class DrGRPO(GRPO):
+    """Dr. GRPO: centred, not divided by the std (pair it with aggregation='seq_mean_token_sum_norm')."""
+
+    def __init__(self) -> None:
+        super().__init__(scale="none")
+
+
+@register("rloo")
+class RLOO(AdvantageEstimator):
+    """Leave-one-out baseline."""
+
+    def __call__(self, rewards: torch.Tensor, pool: Pool = None) -> AdvantageOutput:
+        return AdvantageOutput(rloo_advantages(rewards))
+
+
+@register("pool")
+class PoolBaseline(AdvantageEstimator):
+    """Reinforce-Ada's pool baseline; `pool_std=True` also divides by the pool's std."""
+
+    def __init__(self, pool_std: bool = False, unbiased: bool = True, eps: float = DEFAULT_EPS) -> None:
+        self.pool_std, self.unbiased, self.eps = pool_std, unbiased, eps
+
+    def __call__(self, rewards: torch.Tensor, pool: Pool = None) -> AdvantageOutput:
+        return AdvantageOutput(pool_advantages(rewards, pool, self.pool_std, self.unbiased, self.eps))
+
+
+@register("avspo")
+class AVSPO(AdvantageEstimator):
+    """Adaptive Virtual Sample Policy Optimization (arXiv 2605.21125). Stateful: call once per step.
+
+    Each step: the collapse signal is an EMA of the ACR (`ema_lambda`, 0 = the per-step ACR, as in the paper);
+    a collapsed group is augmented when signal > tau; it gets K = max(1, min(G, ceil(G * signal**alpha)))
+    virtual rewards (`strategy`) and is normalised over its G + K values; every other group gets plain grpo
+    advantages. Then tau moves towards the signal while the smoothed batch reward rises, away from it while
+    it falls (`eta`), clipped to [tau_min, tau_max]; `adaptive_threshold=False` keeps tau fixed.
+    """
+
+    def __init__(
+        self,
+        alpha: float = 0.5,
+        tau_init: float = 0.5,
+        strategy: str = "stratified",
+        ema_lambda: float = 0.9,
+        adaptive_threshold: bool = True,
+        eta: float = 0.01,
+        reward_ema: float = 0.9,
+        tau_min: float = 0.1,
+        tau_max: float = 0.9,
+        reward_range: tuple[float, float] = (0.0, 1.0),
+        r_anchor: float = 0.1,
+        r_partial: float = 0.5,
+        success_threshold: float = 0.5,
+        unbiased: bool = True,
+        eps: float = DEFAULT_EPS,
+        seed: int = 0,
+    ) -> None:
+        if strategy not in STRATEGIES:
+            raise ValueError(f"unknown virtual sample strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
+        if alpha <= 0:
+            raise ValueError(f"alpha (virtual_sample_alpha) must be > 0, got {alpha}")
+        if not 0.0 <= ema_lambda < 1.0 or not 0.0 <= reward_ema < 1.0:
+            raise ValueError("ema_lambda and reward_ema must be in [0, 1)")
+        if not 0.0 <= tau_min <= tau_init <= tau_max <= 1.0:
+            raise ValueError(f"need 0 <= tau_min <= tau_init <= tau_max <= 1, got {tau_min}, {tau_init}, {tau_max}")
+        if reward_range[0] >= reward_range[1]:
+            raise ValueError(f"reward_range must be (low, high) with low < high, got {reward_range}")
+        self.alpha, self.strategy, self.ema_lambda = alpha, strategy, ema_lambda
+        self.adaptive_threshold, self.eta, self.reward_ema = adaptive_threshold, eta, reward_ema
+        self.tau_min, self.tau_max = tau_min, tau_max
+        self.reward_range, self.r_anchor, self.r_partial = tuple(reward_range), r_anchor, r_partial
+        self.success_threshold, self.unbiased, self.eps = success_threshold, unbiased, eps
+        self.generator = torch.Generator().manual_seed(seed)  # only the "uniform" strategy draws from it
+        self.tau = tau_init
+        self.acr_ema: float | None = None
+        self.reward_smooth: float | None = None  # J_t
+
+    def __call__(self, rewards: torch.Tensor, pool: Pool = None) -> AdvantageOutput:
+        rewards = check_rewards(rewards)
+        b, g = rewards.shape
+        acr = collapse_metrics(rewards, self.success_threshold)["collapse/acr"]
+        lam = self.ema_lambda
+        signal = acr if self.acr_ema is None else lam * self.acr_ema + (1 - lam) * acr
+        self.acr_ema = signal
+        tau_used = self.tau
+        adv = grpo_advantages(rewards, "group", self.unbiased, self.eps)  # (B, G)
+        triggered = collapsed_groups(rewards) & (signal > tau_used)  # (B,)
+        k = num_virtual_samples(signal, g, self.alpha) if triggered.any() else 0
+        if k:
+            common = rewards[triggered, 0]  # (M,)
+            virtual = virtual_rewards(
+                common, common >= self.success_threshold, k, self.strategy, self.reward_range,
+                self.r_anchor, self.r_partial, self.generator,
+            )  # (M, K')
+            k = virtual.shape[1]  # "opposite" always adds one
+            adv[triggered] = advantages_with_virtual(rewards[triggered], virtual, self.unbiased, self.eps)
+        self._update_threshold(rewards.mean().item(), signal)
+        metrics = {
+            "avspo/tau": tau_used,
+            "avspo/signal": signal,
+            "avspo/k_mean": float(k),
+            "avspo/frac_groups_augmented": triggered.float().mean().item(),
+        }
+        return AdvantageOutput(adv, metrics)
+
+    def _update_threshold(self, mean_reward: float, signal: float) -> None:
+        previous = self.reward_smooth
+        beta = self.reward_ema
+        self.reward_smooth = mean_reward if previous is None else beta * previous + (1 - beta) * mean_reward
+        if not self.adaptive_threshold or previous is None:
+            return
+        delta = self.reward_smooth - previous
+        direction = (delta > 0) - (delta < 0)  # sign(J_t - J_{t-1})
+        tau = self.tau + self.eta * direction * (signal - self.tau)
+        self.tau = min(self.tau_max, max(self.tau_min, tau))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "tau": self.tau,
+            "acr_ema": self.acr_ema,
+            "reward_smooth": self.reward_smooth,
+            "generator": self.generator.get_state(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.tau = float(state["tau"])
+        self.acr_ema = state["acr_ema"]
+        self.reward_smooth = state["reward_smooth"]
+        self.generator.set_state(state["generator"])
+
+
+__all__ = [
+    "AVSPO",
+    "AdvantageEstimator",
+    "AdvantageOutput",
+    "ESTIMATORS",
+    "STRATEGIES",
+    "available",
+    "grpo_advantages",
+    "make",
+    "pool_advantages",
+    "register",
+    "rloo_advantages",
+]

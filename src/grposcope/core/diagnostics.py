@@ -1,0 +1,221 @@
+"""Collapse diagnostics: the ACR family, token entropy, and the alarms of a training run.
+
+Source: "Advantage Collapse in Group Relative Policy Optimization: Diagnosis and Mitigation" (arXiv 2605.21125),
+Definition 3.1 / Eq. 11; entropy and KL signals from DAPO (arXiv 2503.14476). See docs/metrics.md.
+
+Notation: B prompts, G completions per prompt, N = B * G sequences, T completion tokens, V vocabulary.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import deque
+from typing import Any
+
+import torch
+
+from ._tensors import DEFAULT_CHUNK_ROWS, check_rewards, group_std, map_rows
+
+logger = logging.getLogger("grposcope")
+
+COLLAPSE_TOL = 1e-6  # a group is collapsed when the population std of its rewards is below this
+ZERO_ADVANTAGE_TOL = 1e-8  # an advantage below this in magnitude carries no gradient
+
+
+def collapsed_groups(rewards: torch.Tensor, tol: float = COLLAPSE_TOL) -> torch.Tensor:
+    """Which groups have (numerically) identical rewards.  rewards (B, G) -> bool (B,)."""
+    rewards = check_rewards(rewards)
+    return group_std(rewards, unbiased=False) < tol  # (B,)
+
+
+def collapse_metrics(rewards: torch.Tensor, success_threshold: float = 0.5) -> dict[str, float]:
+    """The Advantage Collapse Rate of one step, split by the common reward of the collapsed groups.
+
+    rewards (B, G), before any mitigation. A collapsed group whose common reward is >= success_threshold
+    counts as all-correct, any other as all-wrong; the two parts sum to `collapse/acr`.
+    """
+    rewards = check_rewards(rewards)
+    collapsed = collapsed_groups(rewards)  # (B,)
+    correct = rewards[:, 0] >= success_threshold  # (B,) the common value, for the collapsed ones
+    b = rewards.shape[0]
+    return {
+        "collapse/acr": collapsed.sum().item() / b,
+        "collapse/acr_all_correct": (collapsed & correct).sum().item() / b,
+        "collapse/acr_all_wrong": (collapsed & ~correct).sum().item() / b,
+    }
+
+
+def post_collapse_rate(advantages: torch.Tensor, tol: float = ZERO_ADVANTAGE_TOL) -> float:
+    """Fraction of groups whose advantages are all zero: what reaches the gradient.  advantages (B, G)."""
+    if advantages.dim() != 2:
+        raise ValueError(f"advantages must have shape (B, G), got {tuple(advantages.shape)}")
+    return (advantages.abs() < tol).all(dim=1).float().mean().item()
+
+
+def token_entropy(logits: torch.Tensor, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> torch.Tensor:
+    """Entropy in nats of the next-token distribution at every position.  logits (N, T, V) -> (N, T).
+
+    H = logsumexp(z) - sum_v softmax(z)_v * z_v, computed `chunk_rows` rows at a time so that no full
+    (N, T, V) softmax or log-softmax is held at once. Differentiable (for an entropy bonus).
+    """
+
+    def entropy_rows(z: torch.Tensor, _rows: slice) -> torch.Tensor:
+        z = z.float()  # (rows, V)
+        lse = torch.logsumexp(z, dim=-1)  # (rows,)
+        p = torch.exp(z - lse.unsqueeze(-1))  # (rows, V)
+        return lse - (p * z).sum(dim=-1)  # (rows,)
+
+    return map_rows(logits, entropy_rows, chunk_rows)
+
+
+class _Streak:
+    """Counts consecutive steps on which a condition held."""
+
+    def __init__(self) -> None:
+        self.length = 0
+
+    def update(self, holds: bool) -> int:
+        self.length = self.length + 1 if holds else 0
+        return self.length
+
+
+class CollapseMonitor:
+    """Tracks the ACR family and the health alarms across the steps of a run.
+
+    Call `update` once per optimizer step. Alarms (metric 1.0 while active, else 0.0; a console warning once
+    at each onset):
+      - `alarm/stagnation`: ACR > `stagnation_acr` (0.35) for `stagnation_steps` (50) consecutive steps
+        (the paper's Corollary 3.3).
+      - `alarm/entropy_collapse`: mean token entropy < `entropy_floor` (0.5 nats) for more than
+        `entropy_steps` (50) consecutive steps.
+      - `alarm/kl_drift`: mean per-token KL to the reference policy above `kl_bound`.
+    Everything it knows survives `state_dict()` / `load_state_dict()`, so a resumed run continues its ACR
+    history, streaks and alarms where they were.
+    """
+
+    def __init__(
+        self,
+        success_threshold: float = 0.5,
+        ema_lambda: float = 0.9,
+        early_steps: int = 100,
+        volatility_window: int = 25,
+        stagnation_acr: float = 0.35,
+        stagnation_steps: int = 50,
+        entropy_floor: float = 0.5,
+        entropy_steps: int = 50,
+        kl_bound: float = 0.5,
+    ) -> None:
+        if not 0.0 <= ema_lambda < 1.0:
+            raise ValueError(f"ema_lambda must be in [0, 1), got {ema_lambda}")
+        if early_steps < 1 or volatility_window < 1 or stagnation_steps < 1 or entropy_steps < 0:
+            raise ValueError("early_steps, volatility_window and stagnation_steps must be >= 1")
+        self.success_threshold = success_threshold
+        self.ema_lambda = ema_lambda
+        self.early_steps = early_steps
+        self.volatility_window = volatility_window
+        self.stagnation_acr = stagnation_acr
+        self.stagnation_steps = stagnation_steps
+        self.entropy_floor = entropy_floor
+        self.entropy_steps = entropy_steps
+        self.kl_bound = kl_bound
+        self.step = 0
+        self.acr_ema: float | None = None
+        self.collapsed_seen = 0
+        self.groups_seen = 0
+        self.early_acr_sum = 0.0
+        self.early_count = 0
+        self.window: deque[float] = deque(maxlen=volatility_window)
+        self.streaks = {"stagnation": _Streak(), "entropy_collapse": _Streak()}
+        self.active = {"stagnation": False, "entropy_collapse": False, "kl_drift": False}
+        self.fired: list[tuple[int, str]] = []  # (step, alarm) at every onset
+
+    def update(
+        self,
+        rewards: torch.Tensor,
+        advantages: torch.Tensor | None = None,
+        entropy: float | None = None,
+        kl: float | None = None,
+    ) -> dict[str, float]:
+        """One step. rewards (B, G) before mitigation; advantages (B, G) after it (for `collapse/acr_post`);
+        entropy: mean token entropy in nats; kl: mean per-token KL to the reference. Returns the metrics."""
+        metrics = collapse_metrics(rewards, self.success_threshold)
+        acr = metrics["collapse/acr"]
+        b = rewards.shape[0]
+        self.step += 1
+        lam = self.ema_lambda
+        self.acr_ema = acr if self.acr_ema is None else lam * self.acr_ema + (1 - lam) * acr
+        self.collapsed_seen += round(acr * b)
+        self.groups_seen += b
+        if self.early_count < self.early_steps:
+            self.early_acr_sum += acr
+            self.early_count += 1
+        self.window.append(acr)
+        metrics.update(
+            {
+                "collapse/acr_ema": self.acr_ema,
+                "collapse/acr_cumulative": self.collapsed_seen / self.groups_seen,
+                "collapse/acr_100": self.early_acr_sum / self.early_count,
+                "collapse/volatility": _population_std(self.window),
+            }
+        )
+        if advantages is not None:
+            metrics["collapse/acr_post"] = post_collapse_rate(advantages.view(b, -1))
+        metrics.update(self._alarms(acr, entropy, kl))
+        return metrics
+
+    def _alarms(self, acr: float, entropy: float | None, kl: float | None) -> dict[str, float]:
+        stagnation = self.streaks["stagnation"].update(acr > self.stagnation_acr) >= self.stagnation_steps
+        low_entropy = entropy is not None and entropy < self.entropy_floor
+        entropy_collapse = self.streaks["entropy_collapse"].update(low_entropy) > self.entropy_steps
+        kl_drift = kl is not None and kl > self.kl_bound
+        now = {"stagnation": stagnation, "entropy_collapse": entropy_collapse, "kl_drift": kl_drift}
+        for name, on in now.items():
+            if on and not self.active[name]:
+                self.fired.append((self.step, name))
+                logger.warning("grposcope alarm at step %d: %s. %s", self.step, name, _ALARM_ADVICE[name])
+            self.active[name] = on
+        return {f"alarm/{name}": float(on) for name, on in now.items()}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "acr_ema": self.acr_ema,
+            "collapsed_seen": self.collapsed_seen,
+            "groups_seen": self.groups_seen,
+            "early_acr_sum": self.early_acr_sum,
+            "early_count": self.early_count,
+            "window": list(self.window),
+            "streaks": {name: s.length for name, s in self.streaks.items()},
+            "active": dict(self.active),
+            "fired": [list(f) for f in self.fired],
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.step = int(state["step"])
+        self.acr_ema = state["acr_ema"]
+        self.collapsed_seen = int(state["collapsed_seen"])
+        self.groups_seen = int(state["groups_seen"])
+        self.early_acr_sum = float(state["early_acr_sum"])
+        self.early_count = int(state["early_count"])
+        self.window = deque(state["window"], maxlen=self.volatility_window)
+        for name, length in state["streaks"].items():
+            self.streaks[name].length = int(length)
+        self.active = {name: bool(on) for name, on in state["active"].items()}
+        self.fired = [(int(step), str(name)) for step, name in state["fired"]]
+
+
+_ALARM_ADVICE = {
+    "stagnation": "Most groups have identical rewards, so most prompts give no gradient: try use_avspo=True, "
+    "sampler='dynamic' or 'reinforce_ada', a larger num_generations, or easier prompts.",
+    "entropy_collapse": "The policy has become nearly deterministic: consider a higher temperature, "
+    "clip-higher (epsilon_high=0.28) or an entropy bonus.",
+    "kl_drift": "The policy has moved far from the reference: consider a larger beta or a lower learning rate.",
+}
+
+
+def _population_std(values: deque[float]) -> float:
+    if len(values) < 2:
+        return 0.0
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))

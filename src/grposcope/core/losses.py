@@ -1,0 +1,149 @@
+"""The policy loss: clipped surrogate with clip-higher, its aggregation, decoupled KL, and log-probs.
+
+Sources: PPO clipping as used by GRPO (DeepSeekMath, arXiv 2402.03300); clip-higher, token-level loss,
+decoupled KL and the soft overlong penalty (DAPO, arXiv 2503.14476); length-unbiased aggregation (Dr. GRPO,
+arXiv 2503.20783); dual-clip (Ye et al., "Mastering Complex Control in MOBA Games with Deep RL",
+arXiv 1912.09729). See docs/algorithms.md.
+
+Notation: N sequences in a micro-batch, T completion tokens, V vocabulary; `mask` (N, T) is 1 on real
+completion tokens. With gradient accumulation, `num_tokens` / `num_sequences` are the counts of the whole
+optimizer batch, so that the summed micro-batch gradients equal the gradient of one big batch.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ._tensors import DEFAULT_CHUNK_ROWS, map_rows, masked_mean, masked_sum
+
+AGGREGATIONS = ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm")
+KL_ESTIMATORS = ("k1", "k2", "k3")
+
+
+def selective_log_probs(
+    logits: torch.Tensor, tokens: torch.Tensor, chunk_rows: int = DEFAULT_CHUNK_ROWS
+) -> torch.Tensor:
+    """log p(token) under softmax(logits).  logits (N, T, V), tokens (N, T) -> (N, T).
+
+    log p = z[token] - logsumexp(z), `chunk_rows` rows at a time: no (N, T, V) log-softmax is built.
+    """
+    if tokens.shape != logits.shape[:-1]:
+        raise ValueError(f"tokens {tuple(tokens.shape)} must match logits {tuple(logits.shape)} without V")
+    flat_tokens = tokens.reshape(-1)  # (N*T,)
+
+    def chosen_rows(z: torch.Tensor, rows: slice) -> torch.Tensor:
+        z = z.float()  # (rows, V)
+        chosen = z.gather(-1, flat_tokens[rows].unsqueeze(-1)).squeeze(-1)  # (rows,)
+        return chosen - torch.logsumexp(z, dim=-1)
+
+    return map_rows(logits, chosen_rows, chunk_rows)
+
+
+def aggregate(
+    per_token: torch.Tensor,
+    mask: torch.Tensor,
+    aggregation: str = "token_mean",
+    num_tokens: float | torch.Tensor | None = None,
+    num_sequences: int | None = None,
+    max_completion_length: int | None = None,
+) -> torch.Tensor:
+    """Reduces a per-token loss (N, T) to a scalar.
+
+    token_mean:              sum over all real tokens / num_tokens (the optimizer batch's token count).
+    seq_mean_token_mean:     sum over sequences of (the sequence's token mean) / num_sequences.
+    seq_mean_token_sum_norm: sum over sequences of (the sequence's token sum / max_completion_length)
+                             / num_sequences.
+    Counts default to this micro-batch's own (right without gradient accumulation).
+    """
+    mask = mask.to(per_token.dtype)
+    if aggregation == "token_mean":
+        count = mask.sum() if num_tokens is None else num_tokens
+        return masked_sum(per_token, mask) / max(float(count), 1.0)
+    n_seq = per_token.shape[0] if num_sequences is None else num_sequences
+    seq_sums = (per_token * mask).sum(dim=1)  # (N,)
+    if aggregation == "seq_mean_token_mean":
+        return (seq_sums / mask.sum(dim=1).clamp(min=1)).sum() / n_seq
+    if aggregation == "seq_mean_token_sum_norm":
+        if not max_completion_length or max_completion_length <= 0:
+            raise ValueError("aggregation 'seq_mean_token_sum_norm' needs max_completion_length > 0")
+        return (seq_sums / max_completion_length).sum() / n_seq
+    raise ValueError(f"unknown aggregation {aggregation!r}; known: {', '.join(AGGREGATIONS)}")
+
+
+def policy_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    eps_low: float = 0.2,
+    eps_high: float = 0.2,
+    aggregation: str = "token_mean",
+    dual_clip: float | None = None,
+    num_tokens: float | torch.Tensor | None = None,
+    num_sequences: int | None = None,
+    max_completion_length: int | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Clipped surrogate loss with clip-higher.  logp, old_logp, mask (N, T); advantages (N,) or (B, G).
+
+    rho = exp(logp - old_logp); l = -min(rho * A, clip(rho, 1 - eps_low, 1 + eps_high) * A);
+    with dual_clip = c (> 1), tokens with A < 0 get l = min(l, -c * A). Returns (loss, metrics): `loss/policy`
+    and the fraction of real tokens whose ratio was clipped below (`clip/low_frac`, A < 0) or above
+    (`clip/high_frac`, A > 0), i.e. tokens that give no gradient; `clip/dual_frac` with dual-clip.
+    """
+    if dual_clip is not None and dual_clip <= 1.0:
+        raise ValueError(f"dual_clip must be > 1 (3 is usual), got {dual_clip}")
+    adv = advantages.reshape(-1, 1).to(logp.dtype)  # (N, 1), broadcast over tokens
+    if adv.shape[0] != logp.shape[0]:
+        raise ValueError(f"{adv.shape[0]} advantages for {logp.shape[0]} sequences")
+    ratio = torch.exp(logp - old_logp)  # (N, T)
+    unclipped = ratio * adv  # (N, T)
+    clipped = torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high) * adv  # (N, T)
+    per_token = -torch.minimum(unclipped, clipped)  # (N, T)
+    metrics = {}
+    if dual_clip is not None:
+        dual = -dual_clip * adv  # (N, 1)
+        dual_active = (adv < 0) & (per_token > dual)  # (N, T)
+        per_token = torch.where(adv < 0, torch.minimum(per_token, dual), per_token)
+        metrics["clip/dual_frac"] = masked_mean(dual_active.float(), mask).item()
+    loss = aggregate(per_token, mask, aggregation, num_tokens, num_sequences, max_completion_length)
+    with torch.no_grad():
+        low = (ratio < 1.0 - eps_low) & (adv < 0)  # (N, T)
+        high = (ratio > 1.0 + eps_high) & (adv > 0)  # (N, T)
+        metrics["clip/low_frac"] = masked_mean(low.float(), mask).item()
+        metrics["clip/high_frac"] = masked_mean(high.float(), mask).item()
+        metrics["loss/policy"] = loss.item()
+    return loss, metrics
+
+
+def kl_penalty(
+    logp: torch.Tensor, ref_logp: torch.Tensor, mask: torch.Tensor, estimator: str = "k3"
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Per-token KL estimate of the policy to the reference.  logp, ref_logp, mask (N, T) -> (N, T), metrics.
+
+    k1 = logp - ref; k2 = (logp - ref)^2 / 2; k3 = exp(ref - logp) - (ref - logp) - 1 (unbiased, >= 0).
+    Add `beta * aggregate(kl, mask, ...)` to the loss (decoupled KL, DAPO). Padding positions are zeroed.
+    """
+    diff = ref_logp - logp  # (N, T)
+    if estimator == "k1":
+        kl = -diff
+    elif estimator == "k2":
+        kl = 0.5 * diff.pow(2)
+    elif estimator == "k3":
+        kl = torch.exp(diff) - diff - 1.0
+    else:
+        raise ValueError(f"unknown KL estimator {estimator!r}; known: {', '.join(KL_ESTIMATORS)}")
+    kl = kl * mask.to(kl.dtype)
+    return kl, {"kl/mean": masked_mean(kl.detach(), mask).item()}
+
+
+def overlong_penalty(lengths: torch.Tensor, max_completion_length: int, cache_length: int) -> torch.Tensor:
+    """DAPO's soft overlong punishment, added to the reward.  lengths (N,) in tokens -> (N,).
+
+    0 up to max_completion_length - cache_length, then falling linearly to -1 at max_completion_length,
+    and -1 beyond it.
+    """
+    if not 0 < cache_length <= max_completion_length:
+        raise ValueError(f"need 0 < cache_length <= max_completion_length, got {cache_length}")
+    free = max_completion_length - cache_length
+    over = (lengths.float() - free) / cache_length  # (N,) > 0 inside the cache zone
+    return -over.clamp(min=0.0, max=1.0)

@@ -1,0 +1,80 @@
+"""AVSPO's virtual samples: how many, which values, and the advantages they give the real samples.
+
+Source: "Advantage Collapse in Group Relative Policy Optimization: Diagnosis and Mitigation" (arXiv 2605.21125),
+Eq. 9 (stratified), with the choices of docs/algorithms.md where the paper leaves a gap. Virtual samples are
+rewards only: they shift the group's mean and std and never get tokens or gradients.
+
+Notation: M collapsed groups that are augmented this step, G completions per group, K virtual samples per group.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ._tensors import group_std
+
+STRATEGIES = ("stratified", "uniform", "fixed", "exp_decay", "opposite")
+
+
+def num_virtual_samples(signal: float, group_size: int, alpha: float) -> int:
+    """K = max(1, min(G, ceil(G * signal ** alpha))).
+
+    The 1e-9 slack keeps float noise from rounding an exact integer up (8 * 0.25 ** 0.5 must give 4, not 5).
+    """
+    if not 0.0 <= signal <= 1.0:
+        raise ValueError(f"signal must be in [0, 1], got {signal}")
+    return max(1, min(group_size, math.ceil(group_size * signal**alpha - 1e-9)))
+
+
+def virtual_rewards(
+    common: torch.Tensor,
+    correct: torch.Tensor,
+    k: int,
+    strategy: str = "stratified",
+    reward_range: tuple[float, float] = (0.0, 1.0),
+    r_anchor: float = 0.1,
+    r_partial: float = 0.5,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Virtual rewards for collapsed groups.  common (M,) shared reward, correct (M,) bool -> (M, K).
+
+    A correct group gets values below its common reward (down to r_lo), a wrong group values above it (up to
+    r_anchor above), so that the real samples end up above (correct) or below (wrong) the augmented mean.
+    `opposite` ignores k and returns one sample at the other end of the range, as the authors' code does.
+    """
+    r_lo, r_hi = reward_range
+    c = common.unsqueeze(1)  # (M, 1)
+    up = correct.unsqueeze(1)  # (M, 1) True: values go down from c
+    if strategy == "opposite":
+        return torch.where(up, torch.full_like(c, r_lo), torch.full_like(c, r_hi))  # (M, 1)
+    steps = torch.arange(1, k + 1, dtype=common.dtype, device=common.device)  # (K,) k = 1..K
+    if strategy == "stratified":
+        down_v = c - (c - r_lo) * steps / (k + 1)  # evenly spaced strictly between r_lo and c
+        up_v = c + r_anchor * (k - steps + 1) / k  # r_anchor, ..., r_anchor / K above c
+    elif strategy == "exp_decay":
+        down_v = r_lo + (c - r_lo) * 0.5**steps
+        up_v = c + r_anchor * 0.5 ** (steps - 1)
+    elif strategy == "uniform":
+        u = torch.rand(common.shape[0], k, generator=generator, dtype=common.dtype)  # (M, K) in [0, 1)
+        down_v = r_lo + (c - r_lo) * u
+        up_v = c + r_anchor * u
+    elif strategy == "fixed":
+        return torch.full((common.shape[0], k), r_partial, dtype=common.dtype, device=common.device)
+    else:
+        raise ValueError(f"unknown virtual sample strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
+    return torch.where(up, down_v, up_v)  # (M, K)
+
+
+def advantages_with_virtual(
+    rewards: torch.Tensor, virtual: torch.Tensor, unbiased: bool = True, eps: float = 1e-4
+) -> torch.Tensor:
+    """Group-normalised advantages of the real samples over the real and virtual values together.
+
+    rewards (M, G), virtual (M, K) -> (M, G): A_i = (r_i - mean(r ∪ v)) / (std(r ∪ v) + eps).
+    """
+    both = torch.cat([rewards, virtual], dim=1)  # (M, G + K)
+    mean = both.mean(dim=1, keepdim=True)  # (M, 1)
+    std = group_std(both, unbiased).unsqueeze(1)  # (M, 1)
+    return (rewards - mean) / (std + eps)  # (M, G)
