@@ -38,14 +38,31 @@ def check_rewards(rewards: torch.Tensor, name: str = "rewards") -> torch.Tensor:
     return rewards
 
 
+def group_mean(x: torch.Tensor, keepdim: bool = True) -> torch.Tensor:
+    """Mean over the last dimension, accumulated in float64.  (..., G) -> (..., 1) or (...).
+
+    A float32 mean of G identical values is not always that value (six copies of 2.0924554 are not), which
+    would give an all-equal group a small non-zero advantage; in float64 it is exact. Groups are small, so
+    the cost is nil.
+    """
+    return x.double().mean(dim=-1, keepdim=keepdim).to(x.dtype)
+
+
 def group_std(x: torch.Tensor, unbiased: bool) -> torch.Tensor:
-    """Std over the last dimension: ddof 1 if `unbiased`, else population std.  (..., G) -> (...)."""
-    return x.std(dim=-1, correction=1 if unbiased else 0)
+    """Std over the last dimension: ddof 1 if `unbiased`, else population std.  (..., G) -> (...).
+
+    In float64 for the same reason as group_mean: six float32 copies of 9876.123 have a float32 std of 1e-3,
+    which would hide a collapsed group from the ACR.
+    """
+    return x.double().std(dim=-1, correction=1 if unbiased else 0).to(x.dtype)
 
 
 def masked_sum(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Sum of x where mask is set.  x, mask: same shape -> scalar."""
-    return (x * mask).sum()
+    """Sum of x where mask is set.  x, mask: same shape -> scalar.
+
+    Selects instead of multiplying: an inf or NaN at a padded position would survive `x * 0`.
+    """
+    return torch.where(mask.bool(), x, torch.zeros_like(x)).sum()
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

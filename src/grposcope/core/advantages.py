@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import torch
 
-from ._tensors import check_rewards, group_std
+from ._tensors import check_rewards, group_mean, group_std
 from .diagnostics import collapse_metrics, collapsed_groups
 from .registry import Registry
 from .virtual_samples import STRATEGIES, advantages_with_virtual, num_virtual_samples, virtual_rewards
@@ -74,7 +74,7 @@ def grpo_advantages(
     "none": no division (Dr. GRPO, arXiv 2503.20783).
     """
     rewards = check_rewards(rewards)
-    centered = rewards - rewards.mean(dim=1, keepdim=True)  # (B, G)
+    centered = rewards - group_mean(rewards)  # (B, G)
     if scale == "none":
         return centered
     if unbiased and ((scale == "group" and rewards.shape[1] < 2) or rewards.numel() < 2):
@@ -94,7 +94,7 @@ def rloo_advantages(rewards: torch.Tensor) -> torch.Tensor:
     g = rewards.shape[1]
     if g < 2:
         raise ValueError("rloo needs at least 2 completions per prompt: set num_generations >= 2")
-    return g / (g - 1) * (rewards - rewards.mean(dim=1, keepdim=True))
+    return g / (g - 1) * (rewards - group_mean(rewards))
 
 
 def pool_advantages(
@@ -111,18 +111,19 @@ def pool_advantages(
     if len(pool) != rewards.shape[0]:
         raise ValueError(f"pool has {len(pool)} prompts but rewards has {rewards.shape[0]}")
     stats = [_pool_stats(torch.as_tensor(p, dtype=rewards.dtype), unbiased) for p in pool]
-    mean = torch.tensor([m for m, _ in stats], dtype=rewards.dtype).unsqueeze(1)  # (B, 1)
+    like = {"dtype": rewards.dtype, "device": rewards.device}
+    mean = torch.tensor([m for m, _ in stats], **like).unsqueeze(1)  # (B, 1)
     centered = rewards - mean  # (B, G)
     if not use_std:
         return centered
-    std = torch.tensor([s for _, s in stats], dtype=rewards.dtype).unsqueeze(1)  # (B, 1)
+    std = torch.tensor([s for _, s in stats], **like).unsqueeze(1)  # (B, 1)
     return centered / (std + eps)
 
 
 def _pool_stats(p: torch.Tensor, unbiased: bool) -> tuple[float, float]:
     p = check_rewards(p.reshape(1, -1), name="pool rewards")[0]  # (P,)
     std = group_std(p, unbiased).item() if p.numel() > 1 else 0.0
-    return p.mean().item(), std
+    return group_mean(p.double(), keepdim=False).item(), std
 
 
 # ---------------------------------------------------------------------------------------------------------

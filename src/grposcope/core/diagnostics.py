@@ -1,7 +1,8 @@
 """Collapse diagnostics: the ACR family, token entropy, and the alarms of a training run.
 
 Source: "Advantage Collapse in Group Relative Policy Optimization: Diagnosis and Mitigation" (arXiv 2605.21125),
-Definition 3.1 / Eq. 11; entropy and KL signals from DAPO (arXiv 2503.14476). See docs/metrics.md.
+Definition 3.1 / Eq. 11. The entropy-collapse and KL-drift signals follow the note "The Structural Weaknesses
+of GRPO" that grposcope started from (0.5 nats for more than 50 steps). See docs/metrics.md.
 
 Notation: B prompts, G completions per prompt, N = B * G sequences, T completion tokens, V vocabulary.
 """
@@ -9,7 +10,7 @@ Notation: B prompts, G completions per prompt, N = B * G sequences, T completion
 from __future__ import annotations
 
 import logging
-import math
+import statistics
 from collections import deque
 from typing import Any
 
@@ -64,7 +65,8 @@ def token_entropy(logits: torch.Tensor, chunk_rows: int = DEFAULT_CHUNK_ROWS) ->
         z = z.float()  # (rows, V)
         lse = torch.logsumexp(z, dim=-1)  # (rows,)
         p = torch.exp(z - lse.unsqueeze(-1))  # (rows, V)
-        return lse - (p * z).sum(dim=-1)  # (rows,)
+        pz = torch.where(p > 0, p * z, torch.zeros_like(z))  # a -inf logit has no mass: 0, not 0 * -inf
+        return lse - pz.sum(dim=-1)  # (rows,)
 
     return map_rows(logits, entropy_rows, chunk_rows)
 
@@ -108,8 +110,10 @@ class CollapseMonitor:
     ) -> None:
         if not 0.0 <= ema_lambda < 1.0:
             raise ValueError(f"ema_lambda must be in [0, 1), got {ema_lambda}")
-        if early_steps < 1 or volatility_window < 1 or stagnation_steps < 1 or entropy_steps < 0:
-            raise ValueError("early_steps, volatility_window and stagnation_steps must be >= 1")
+        if min(early_steps, volatility_window, stagnation_steps) < 1 or entropy_steps < 0:
+            raise ValueError(
+                "early_steps, volatility_window and stagnation_steps must be >= 1 and entropy_steps >= 0"
+            )
         self.success_threshold = success_threshold
         self.ema_lambda = ema_lambda
         self.early_steps = early_steps
@@ -138,7 +142,9 @@ class CollapseMonitor:
         kl: float | None = None,
     ) -> dict[str, float]:
         """One step. rewards (B, G) before mitigation; advantages (B, G) after it (for `collapse/acr_post`);
-        entropy: mean token entropy in nats; kl: mean per-token KL to the reference. Returns the metrics."""
+        entropy: mean token entropy in nats; kl: mean per-token KL to the reference. A signal passed as None
+        was not measured this step: its alarm keeps its streak and state. Returns the metrics."""
+        rewards = check_rewards(rewards)
         metrics = collapse_metrics(rewards, self.success_threshold)
         acr = metrics["collapse/acr"]
         b = rewards.shape[0]
@@ -165,11 +171,13 @@ class CollapseMonitor:
         return metrics
 
     def _alarms(self, acr: float, entropy: float | None, kl: float | None) -> dict[str, float]:
-        stagnation = self.streaks["stagnation"].update(acr > self.stagnation_acr) >= self.stagnation_steps
-        low_entropy = entropy is not None and entropy < self.entropy_floor
-        entropy_collapse = self.streaks["entropy_collapse"].update(low_entropy) > self.entropy_steps
-        kl_drift = kl is not None and kl > self.kl_bound
-        now = {"stagnation": stagnation, "entropy_collapse": entropy_collapse, "kl_drift": kl_drift}
+        now = dict(self.active)  # an unmeasured signal keeps its alarm as it was
+        now["stagnation"] = self.streaks["stagnation"].update(acr > self.stagnation_acr) >= self.stagnation_steps
+        if entropy is not None:
+            low = self.streaks["entropy_collapse"].update(entropy < self.entropy_floor)
+            now["entropy_collapse"] = low > self.entropy_steps
+        if kl is not None:
+            now["kl_drift"] = kl > self.kl_bound
         for name, on in now.items():
             if on and not self.active[name]:
                 self.fired.append((self.step, name))
@@ -215,7 +223,5 @@ _ALARM_ADVICE = {
 
 
 def _population_std(values: deque[float]) -> float:
-    if len(values) < 2:
-        return 0.0
-    mean = sum(values) / len(values)
-    return math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+    # statistics works in exact fractions: a constant window gives exactly 0, not 2e-16
+    return statistics.pstdev(values) if len(values) > 1 else 0.0

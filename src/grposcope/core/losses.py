@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from ._tensors import DEFAULT_CHUNK_ROWS, map_rows, masked_mean, masked_sum
+from ._tensors import DEFAULT_CHUNK_ROWS, map_rows, masked_mean
 
 AGGREGATIONS = ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm")
 KL_ESTIMATORS = ("k1", "k2", "k3")
@@ -55,14 +55,15 @@ def aggregate(
                              / num_sequences.
     Counts default to this micro-batch's own (right without gradient accumulation).
     """
-    mask = mask.to(per_token.dtype)
+    real = mask.bool()
+    per_token = torch.where(real, per_token, torch.zeros_like(per_token))  # padding contributes exactly 0
     if aggregation == "token_mean":
-        count = mask.sum() if num_tokens is None else num_tokens
-        return masked_sum(per_token, mask) / max(float(count), 1.0)
+        count = real.sum() if num_tokens is None else num_tokens
+        return per_token.sum() / max(float(count), 1.0)
     n_seq = per_token.shape[0] if num_sequences is None else num_sequences
-    seq_sums = (per_token * mask).sum(dim=1)  # (N,)
+    seq_sums = per_token.sum(dim=1)  # (N,)
     if aggregation == "seq_mean_token_mean":
-        return (seq_sums / mask.sum(dim=1).clamp(min=1)).sum() / n_seq
+        return (seq_sums / real.sum(dim=1).clamp(min=1)).sum() / n_seq
     if aggregation == "seq_mean_token_sum_norm":
         if not max_completion_length or max_completion_length <= 0:
             raise ValueError("aggregation 'seq_mean_token_sum_norm' needs max_completion_length > 0")
@@ -95,7 +96,11 @@ def policy_loss(
     adv = advantages.reshape(-1, 1).to(logp.dtype)  # (N, 1), broadcast over tokens
     if adv.shape[0] != logp.shape[0]:
         raise ValueError(f"{adv.shape[0]} advantages for {logp.shape[0]} sequences")
-    ratio = torch.exp(logp - old_logp)  # (N, T)
+    real = mask.bool()
+    # Padding gets ratio 1 before the exp: whatever logp holds there can neither overflow nor send a NaN
+    # back through the gradient.
+    log_ratio = torch.where(real, logp - old_logp, torch.zeros_like(logp))  # (N, T)
+    ratio = torch.exp(log_ratio)  # (N, T)
     unclipped = ratio * adv  # (N, T)
     clipped = torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high) * adv  # (N, T)
     per_token = -torch.minimum(unclipped, clipped)  # (N, T)
@@ -123,7 +128,8 @@ def kl_penalty(
     k1 = logp - ref; k2 = (logp - ref)^2 / 2; k3 = exp(ref - logp) - (ref - logp) - 1 (unbiased, >= 0).
     Add `beta * aggregate(kl, mask, ...)` to the loss (decoupled KL, DAPO). Padding positions are zeroed.
     """
-    diff = ref_logp - logp  # (N, T)
+    real = mask.bool()
+    diff = torch.where(real, ref_logp - logp, torch.zeros_like(logp))  # (N, T), 0 (so KL 0) on padding
     if estimator == "k1":
         kl = -diff
     elif estimator == "k2":
@@ -132,7 +138,6 @@ def kl_penalty(
         kl = torch.exp(diff) - diff - 1.0
     else:
         raise ValueError(f"unknown KL estimator {estimator!r}; known: {', '.join(KL_ESTIMATORS)}")
-    kl = kl * mask.to(kl.dtype)
     return kl, {"kl/mean": masked_mean(kl.detach(), mask).item()}
 
 

@@ -13,7 +13,7 @@ import math
 
 import torch
 
-from ._tensors import group_std
+from ._tensors import group_mean, group_std
 
 STRATEGIES = ("stratified", "uniform", "fixed", "exp_decay", "opposite")
 
@@ -57,7 +57,8 @@ def virtual_rewards(
         down_v = r_lo + (c - r_lo) * 0.5**steps
         up_v = c + r_anchor * 0.5 ** (steps - 1)
     elif strategy == "uniform":
-        u = torch.rand(common.shape[0], k, generator=generator, dtype=common.dtype)  # (M, K) in [0, 1)
+        # drawn on the CPU generator (its state is checkpointed), then moved to the rewards' device
+        u = torch.rand(common.shape[0], k, generator=generator, dtype=common.dtype).to(common.device)  # (M, K)
         down_v = r_lo + (c - r_lo) * u
         up_v = c + r_anchor * u
     elif strategy == "fixed":
@@ -75,6 +76,6 @@ def advantages_with_virtual(
     rewards (M, G), virtual (M, K) -> (M, G): A_i = (r_i - mean(r ∪ v)) / (std(r ∪ v) + eps).
     """
     both = torch.cat([rewards, virtual], dim=1)  # (M, G + K)
-    mean = both.mean(dim=1, keepdim=True)  # (M, 1)
+    mean = group_mean(both)  # (M, 1)
     std = group_std(both, unbiased).unsqueeze(1)  # (M, 1)
     return (rewards - mean) / (std + eps)  # (M, G)

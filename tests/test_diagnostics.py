@@ -1,0 +1,161 @@
+"""Hand-computed values for the ACR family, the monitor and its alarms, and token entropy."""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import pytest
+import torch
+
+from grposcope.core import diagnostics
+from grposcope.core.diagnostics import CollapseMonitor, collapse_metrics, post_collapse_rate, token_entropy
+
+
+def test_collapse_metrics_hand_computed():
+    rewards = torch.tensor(
+        [
+            [1.0, 1.0, 1.0, 1.0],  # collapsed, common 1 >= 0.5: all correct
+            [0.0, 0.0, 0.0, 0.0],  # collapsed, common 0: all wrong
+            [1.0, 0.0, 1.0, 0.0],  # mixed
+            [0.5, 0.5, 0.5, 0.5],  # collapsed, common 0.5 >= 0.5: counts as correct
+        ]
+    )
+    m = collapse_metrics(rewards, success_threshold=0.5)
+    assert m["collapse/acr"] == pytest.approx(3 / 4, abs=1e-6)
+    assert m["collapse/acr_all_correct"] == pytest.approx(2 / 4, abs=1e-6)
+    assert m["collapse/acr_all_wrong"] == pytest.approx(1 / 4, abs=1e-6)
+    # With the threshold above 0.5 the 0.5-group becomes all-wrong: 1/4 correct, 2/4 wrong.
+    m = collapse_metrics(rewards, success_threshold=0.6)
+    assert (m["collapse/acr_all_correct"], m["collapse/acr_all_wrong"]) == pytest.approx((0.25, 0.5))
+
+
+def test_collapse_uses_tolerance_not_exact_equality():
+    # population std of [0, 1e-7] is 5e-8 < 1e-6: collapsed; of [0, 1e-5] is 5e-6: not collapsed
+    rewards = torch.tensor([[0.0, 1e-7], [0.0, 1e-5]], dtype=torch.float64)
+    assert diagnostics.collapsed_groups(rewards).tolist() == [True, False]
+
+
+def test_collapse_metrics_rejects_nan_and_bad_shape():
+    with pytest.raises(ValueError, match="non-finite value at"):
+        collapse_metrics(torch.tensor([[1.0, float("nan")]]))
+    with pytest.raises(ValueError, match=r"shape \(B, G\)"):
+        collapse_metrics(torch.tensor([1.0, 0.0]))
+    with pytest.raises(ValueError, match=r"shape \(B, G\)"):
+        CollapseMonitor().update([1.0, 0.0])  # a plain list is validated, not an AttributeError
+
+
+def test_post_collapse_rate():
+    adv = torch.tensor([[0.0, 0.0], [0.5, -0.5], [1e-9, -1e-9]])  # groups 0 and 2 are all |A| < 1e-8
+    assert post_collapse_rate(adv) == pytest.approx(2 / 3)
+
+
+def test_monitor_running_statistics_hand_computed():
+    mon = CollapseMonitor()
+    both = torch.tensor([[1.0, 1.0], [0.0, 0.0]])  # ACR 1
+    none = torch.tensor([[1.0, 0.0], [0.0, 1.0]])  # ACR 0
+    half = torch.tensor([[1.0, 1.0], [0.0, 1.0]])  # ACR 0.5
+    m1, m2, m3 = mon.update(both), mon.update(none), mon.update(half)
+    # acr_ema: 1; 0.9*1 + 0.1*0 = 0.9; 0.9*0.9 + 0.1*0.5 = 0.86
+    assert [m["collapse/acr_ema"] for m in (m1, m2, m3)] == pytest.approx([1.0, 0.9, 0.86])
+    # cumulative: 2/2, 2/4, 3/6
+    assert [m["collapse/acr_cumulative"] for m in (m1, m2, m3)] == pytest.approx([1.0, 0.5, 0.5])
+    # acr_100: running mean of 1, 0, 0.5 -> 1, 0.5, 0.5
+    assert [m["collapse/acr_100"] for m in (m1, m2, m3)] == pytest.approx([1.0, 0.5, 0.5])
+    # volatility (population std): [1] -> 0; [1, 0] -> 0.5; [1, 0, 0.5] -> sqrt((0.25 + 0.25 + 0) / 3)
+    assert [m["collapse/volatility"] for m in (m1, m2, m3)] == pytest.approx([0.0, 0.5, math.sqrt(1 / 6)])
+
+
+def test_monitor_acr_100_freezes_and_volatility_window_slides():
+    mon = CollapseMonitor(early_steps=2, volatility_window=2)
+    ones, zeros = torch.ones(1, 2), torch.tensor([[1.0, 0.0]])
+    mon.update(ones)  # ACR 1
+    mon.update(zeros)  # ACR 0
+    m = mon.update(zeros)  # ACR 0: acr_100 stays mean(1, 0) = 0.5; window [0, 0] -> volatility 0
+    assert m["collapse/acr_100"] == pytest.approx(0.5)
+    assert m["collapse/volatility"] == pytest.approx(0.0)
+
+
+def test_monitor_acr_post_only_with_advantages():
+    mon = CollapseMonitor()
+    rewards = torch.tensor([[1.0, 1.0], [1.0, 0.0]])
+    assert "collapse/acr_post" not in mon.update(rewards)
+    m = mon.update(rewards, advantages=torch.tensor([0.0, 0.0, 0.7, -0.7]))  # flat (B*G,) is accepted
+    assert m["collapse/acr_post"] == pytest.approx(0.5)
+
+
+def test_stagnation_alarm_fires_at_the_50th_step_once(caplog):
+    mon = CollapseMonitor()
+    collapsed = torch.zeros(2, 4)  # ACR 1 > 0.35
+    with caplog.at_level(logging.WARNING, logger="grposcope"):
+        flags = [mon.update(collapsed)["alarm/stagnation"] for _ in range(52)]
+    assert flags[:49] == [0.0] * 49 and flags[49:] == [1.0, 1.0, 1.0]  # on from the 50th consecutive step
+    warnings = [r for r in caplog.records if "stagnation" in r.getMessage()]
+    assert len(warnings) == 1 and "step 50" in warnings[0].getMessage()
+    assert mon.update(torch.tensor([[1.0, 0.0, 1.0, 0.0]] * 2))["alarm/stagnation"] == 0.0  # ACR 0 clears it
+    assert mon.fired == [(50, "stagnation")]
+
+
+def test_stagnation_needs_acr_strictly_above_threshold():
+    mon = CollapseMonitor(stagnation_steps=2)
+    exactly = torch.tensor([[1.0, 1.0]] * 7 + [[1.0, 0.0]] * 13)  # ACR = 7/20 = 0.35, not > 0.35
+    assert [mon.update(exactly)["alarm/stagnation"] for _ in range(3)] == [0.0, 0.0, 0.0]
+
+
+def test_entropy_alarm_needs_more_than_50_steps(caplog):
+    mon = CollapseMonitor()
+    mixed = torch.tensor([[1.0, 0.0]])
+    with caplog.at_level(logging.WARNING, logger="grposcope"):
+        flags = [mon.update(mixed, entropy=0.4)["alarm/entropy_collapse"] for _ in range(52)]
+    assert flags[:50] == [0.0] * 50 and flags[50:] == [1.0, 1.0]  # fires on the 51st low step
+    assert mon.update(mixed, entropy=0.6)["alarm/entropy_collapse"] == 0.0
+    assert sum("entropy_collapse" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_kl_drift_alarm_over_bound():
+    mon = CollapseMonitor(kl_bound=0.5)
+    mixed = torch.tensor([[1.0, 0.0]])
+    assert mon.update(mixed, kl=0.5)["alarm/kl_drift"] == 0.0  # at the bound: not over it
+    assert mon.update(mixed, kl=0.51)["alarm/kl_drift"] == 1.0
+    assert mon.update(mixed)["alarm/kl_drift"] == 1.0  # not measured this step: the alarm stays as it was
+    assert mon.update(mixed, kl=0.1)["alarm/kl_drift"] == 0.0
+    assert CollapseMonitor().update(mixed)["alarm/kl_drift"] == 0.0  # never measured: never on
+
+
+def test_unmeasured_entropy_keeps_the_streak():
+    mon = CollapseMonitor(entropy_steps=2)
+    mixed = torch.tensor([[1.0, 0.0]])
+    # low, (not measured), low, low: the streak reaches 3 > 2 on the fourth step, not reset by the gap
+    flags = [mon.update(mixed, entropy=e)["alarm/entropy_collapse"] for e in (0.1, None, 0.1, 0.1)]
+    assert flags == [0.0, 0.0, 0.0, 1.0]
+
+
+def test_monitor_state_round_trip_continues_identically():
+    torch.manual_seed(0)
+    batches = [(torch.rand(4, 3) < 0.3).float() for _ in range(12)]
+    straight = CollapseMonitor(stagnation_steps=3, volatility_window=5)
+    for r in batches[:7]:
+        straight.update(r, entropy=0.3)
+    resumed = CollapseMonitor(stagnation_steps=3, volatility_window=5)
+    resumed.load_state_dict(straight.state_dict())
+    for r in batches[7:]:
+        assert resumed.update(r, entropy=0.3) == straight.update(r, entropy=0.3)
+
+
+def test_token_entropy_hand_computed():
+    logits = torch.tensor([[[0.0, 0.0, -math.inf], [0.0, math.log(2), math.log(3)]]])  # (1, 2, 3)
+    h = token_entropy(logits)
+    # row 0: two equal logits, the third has no mass (a top-k filtered logit): ln 2 = 0.693147
+    # row 1: p = 1/6, 2/6, 3/6: H = ln6/6 + ln3/3 + ln2/2 = 0.298627 + 0.366204 + 0.346574 = 1.011404
+    assert h[0].tolist() == pytest.approx([0.693147, 1.011404], abs=1e-5)
+
+
+def test_token_entropy_chunking_gives_same_values_and_gradient():
+    torch.manual_seed(1)
+    logits = torch.randn(3, 5, 11, requires_grad=True)
+    whole = token_entropy(logits, chunk_rows=1000)
+    (g_whole,) = torch.autograd.grad(whole.sum(), logits)
+    chunked = token_entropy(logits, chunk_rows=2)  # 15 rows in 8 chunks, the last one short
+    (g_chunked,) = torch.autograd.grad(chunked.sum(), logits)
+    torch.testing.assert_close(chunked, whole, atol=1e-6, rtol=0)
+    torch.testing.assert_close(g_chunked, g_whole, atol=1e-6, rtol=0)
