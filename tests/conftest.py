@@ -22,3 +22,42 @@ def tiny_llama():
     model = transformers.LlamaForCausalLM(config)
     model.eval()  # no dropout: the step's effect must be the gradient's alone
     return model
+
+
+_WORDS = (
+    "<pad> <eos> <unk> 0 1 2 3 4 5 6 7 8 9 + - * = ? . , : What is the answer Answer with only number "
+    "user assistant system The boxed { } \\boxed{ a b c"
+).split()
+CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ m['role'] }} : {{ m['content'] }} {% endfor %}"
+    "{% if add_generation_prompt %}assistant : {% endif %}"
+)
+
+
+@pytest.fixture
+def tiny_tokenizer():
+    """A word-level tokenizer of 64 entries (matching tiny_llama's vocabulary), with a chat template."""
+    tokenizers = pytest.importorskip("tokenizers")
+    transformers = pytest.importorskip("transformers")
+    vocab = {word: i for i, word in enumerate(_WORDS)}
+    vocab.update({f"w{i}": i for i in range(len(vocab), 64)})  # fill up to the model's 64 ids
+    core = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="<unk>"))
+    core.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
+    core.decoder = tokenizers.decoders.WordPiece(prefix="##")  # joins words with spaces
+    tok = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=core, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>"
+    )
+    tok.chat_template = CHAT_TEMPLATE
+    tok.padding_side = "left"
+    return tok
+
+
+@pytest.fixture
+def tiny_model_dir(tmp_path, tiny_llama, tiny_tokenizer):
+    """tiny_llama and tiny_tokenizer saved as a local Hugging Face folder (safetensors)."""
+    path = tmp_path / "tiny-llama"
+    tiny_llama.generation_config.eos_token_id = tiny_tokenizer.eos_token_id
+    tiny_llama.generation_config.pad_token_id = tiny_tokenizer.pad_token_id
+    tiny_llama.save_pretrained(path, safe_serialization=True)
+    tiny_tokenizer.save_pretrained(path)
+    return path

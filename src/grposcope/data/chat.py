@@ -1,0 +1,56 @@
+"""Prompts and completions as text: chat messages or plain strings.
+
+A prompt is either a string, used as it is, or a list of chat messages `[{"role": "user", "content": ...}]`,
+which the tokenizer's chat template turns into text (TRL's convention). A completion is a string or a list
+with the assistant's message(s).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+Prompt = str | list[dict[str, str]]
+
+
+def is_conversational(example: Mapping[str, Any] | Prompt) -> bool:
+    """True when the example's prompt (or the prompt itself) is a list of chat messages."""
+    prompt = example.get("prompt") if isinstance(example, Mapping) else example
+    return (
+        isinstance(prompt, list)
+        and len(prompt) > 0
+        and all(isinstance(m, Mapping) and "role" in m and "content" in m for m in prompt)
+    )
+
+
+def render_prompt(prompt: Prompt, tokenizer: Any) -> str:
+    """The text the model sees: message lists go through the chat template (with the assistant header
+    appended, so that generation starts the reply); strings are used as they are."""
+    if isinstance(prompt, str):
+        return prompt
+    if not is_conversational(prompt):
+        raise TypeError(
+            f"a prompt must be a string or a list of {{'role': ..., 'content': ...}} messages, got "
+            f"{type(prompt).__name__}: {str(prompt)[:80]!r}; fix the example's 'prompt' column"
+        )
+    if getattr(tokenizer, "chat_template", "") is None:
+        raise ValueError(
+            "the tokenizer has no chat template, so chat-message prompts cannot be rendered; set "
+            "`tokenizer.chat_template`, use an instruct model's tokenizer, or pass prompts as plain strings"
+        )
+    return tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+
+
+def completion_text(completion: str | list[Mapping[str, Any]]) -> str:
+    """The reply as one string: TRL passes conversational completions as `[{"role": "assistant", ...}]`."""
+    if isinstance(completion, str):
+        return completion
+    return "".join(str(m.get("content", "")) for m in completion if isinstance(m, Mapping))
+
+
+def prompt_key(prompt: Prompt) -> str:
+    """A hashable identity for a prompt, so that a prompt that appears twice counts as one (train/eval
+    disjointness is judged on this)."""
+    if isinstance(prompt, str):
+        return prompt
+    return "\x1e".join(f"{m.get('role')}\x1f{m.get('content')}" for m in prompt)

@@ -1,0 +1,94 @@
+"""JSONL files in the MATH-500 format: one JSON object per line with `problem` and `answer`.
+
+    {"problem": "...", "answer": "\\frac{1}{2}", "solution": "... \\boxed{\\frac{1}{2}}", "level": 3,
+     "subject": "Algebra", "unique_id": "test/algebra/1.json"}
+
+`solution`, `level`, `subject` and `unique_id` are optional. Without `answer`, the last `\\boxed{...}` of the
+`solution` is the answer. The prompt is a user message: the problem and an instruction to put the final
+answer in `\\boxed{}`. Other fields are kept as columns; `level` becomes a string (a difficulty name).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+DEFAULT_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
+
+
+def read_math_jsonl(path: str | os.PathLike[str], instruction: str = DEFAULT_INSTRUCTION) -> list[dict[str, Any]]:
+    """Reads a MATH-500-style file into examples; errors name the file, the line and the fix."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no such file: {path!r}; give the path of a .jsonl file (one JSON object per line)")
+    examples = []
+    with open(path, encoding="utf-8") as handle:
+        for line_number, line in enumerate(handle, start=1):
+            if line.strip():
+                examples.append(_example(_parse_line(line, path, line_number), path, line_number, instruction))
+    if not examples:
+        raise ValueError(f"{path} holds no examples; write one JSON object per line with 'problem' and 'answer'")
+    return examples
+
+
+def _parse_line(line: str, path: str, line_number: int) -> dict[str, Any]:
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as err:
+        raise ValueError(
+            f"{path}, line {line_number}: malformed JSON ({err.msg} at column {err.colno}); "
+            "each line must be one complete JSON object"
+        ) from None
+    if not isinstance(row, dict):
+        raise ValueError(
+            f"{path}, line {line_number}: a JSON {type(row).__name__}, not an object; "
+            'each line must look like {"problem": "...", "answer": "..."}'
+        )
+    return row
+
+
+def _example(row: dict[str, Any], path: str, line_number: int, instruction: str) -> dict[str, Any]:
+    where = f"{path}, line {line_number}"
+    problem = row.get("problem")
+    if not isinstance(problem, str) or not problem.strip():
+        raise ValueError(
+            f"{where}: no 'problem' text (fields found: {', '.join(row) or 'none'}); "
+            "add a 'problem' string holding the question"
+        )
+    answer = row.get("answer")
+    if answer is None or (isinstance(answer, str) and not answer.strip()):
+        answer = _answer_from_solution(row.get("solution"), where)
+    example = {k: v for k, v in row.items() if k != "prompt"}
+    example["prompt"] = [{"role": "user", "content": f"{problem.strip()}\n\n{instruction}".strip()}]
+    example["answer"] = str(answer).strip()
+    if row.get("level") is not None:
+        example["level"] = str(row["level"])
+    return example
+
+
+def _answer_from_solution(solution: Any, where: str) -> str:
+    boxed = last_boxed(solution) if isinstance(solution, str) else None
+    if boxed is None:
+        found = "a 'solution' without \\boxed{...}" if isinstance(solution, str) else "neither 'answer' nor 'solution'"
+        raise ValueError(
+            f"{where}: {found}; add an 'answer' field (the final answer as a string), "
+            "or a 'solution' that ends with \\boxed{...}"
+        )
+    return boxed
+
+
+def last_boxed(text: str) -> str | None:
+    """Content of the last `\\boxed{...}` in `text`, matching nested braces; None if there is none."""
+    start = text.rfind("\\boxed{")
+    if start < 0:
+        return None
+    depth, begin = 0, start + len("\\boxed{")
+    for i in range(begin, len(text)):
+        if text[i] == "{":
+            depth += 1
+        elif text[i] == "}":
+            if depth == 0:
+                return text[begin:i].strip()
+            depth -= 1
+    return None  # unbalanced braces: no answer rather than a truncated one

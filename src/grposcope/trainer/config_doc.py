@@ -1,0 +1,45 @@
+"""Renders GRPOConfig's fields as a Markdown table from config.py itself (name, default, docstring), so
+that each option is documented once: docs/usage.md embeds the output, and a test keeps it in sync.
+
+    python -m grposcope.trainer.config_doc
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+BEGIN, END = "<!-- config-table:begin -->", "<!-- config-table:end -->"
+
+
+def config_table() -> str:
+    source = (Path(__file__).parent / "config.py").read_text()
+    tree = ast.parse(source)
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "GRPOConfig")
+    sections = {i + 1: m.group(1) for i, line in enumerate(source.splitlines())
+                if (m := re.match(r"\s*# --- (.+?) -+$", line))}
+    rows, current = [], None
+    body = cls.body
+    for node, after in zip(body, body[1:] + [None]):
+        if not isinstance(node, ast.AnnAssign):
+            continue
+        heading = max((ln for ln in sections if ln < node.lineno), default=None)
+        if heading != current:
+            current = heading
+            rows.append(f"| **{sections[heading]}** | | |")
+        doc = after.value.value if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant) else ""
+        default = ast.get_source_segment(source, node.value) if node.value is not None else "required"
+        text = " ".join(doc.split()).replace("|", "\\|")
+        rows.append(f"| `{node.target.id}` | `{default}` | {text} |")
+    return "\n".join(["| option | default | meaning |", "|---|---|---|", *rows])
+
+
+def embed(markdown: str) -> str:
+    """Replaces the table between the markers in a Markdown text."""
+    start, end = markdown.index(BEGIN) + len(BEGIN), markdown.index(END)
+    return markdown[:start] + "\n" + config_table() + "\n" + markdown[end:]
+
+
+if __name__ == "__main__":
+    print(config_table())

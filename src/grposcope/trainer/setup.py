@@ -1,0 +1,170 @@
+"""Everything a run needs before its first step: model, data, rewards, estimator, rollout, optimizer, logger.
+
+Each piece is looked up once in its registry, from the config; the loop in trainer.py never names one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import inspect
+import os
+import random
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from ..core import advantages
+from ..rollout import ROLLOUTS
+from .config import GRPOConfig
+from .geometry import Geometry, geometry_for, total_steps
+from .stream import PromptStream
+
+
+@dataclass
+class Run:
+    model: Any
+    tokenizer: Any
+    ref_model: Callable[[], Any] | None  # () -> context manager yielding the reference policy
+    geometry: Geometry
+    stream: PromptStream
+    train_examples: list[dict]
+    eval_examples: list[dict]
+    scorer: Any
+    estimator: advantages.AdvantageEstimator
+    rollout: Any
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    logger_factory: Callable[[int], Any]
+
+
+def build_run(args: GRPOConfig, model, reward_funcs, train_dataset, eval_dataset, processing_class) -> Run:
+    from ..logging import RunLogger
+    from ..models import load_model
+
+    seed_everything(args.seed)
+    if args.torch_threads:
+        torch.set_num_threads(args.torch_threads)
+    geometry = geometry_for(args)  # before anything slow: a bad batch geometry fails at once
+    model, tokenizer = load_model(
+        model if model is not None else args.model_name_or_path,
+        tokenizer=processing_class,
+        use_peft=args.use_peft,
+        lora_r=args.lora_r,
+        lora_alpha=args.lora_alpha,
+        lora_dropout=args.lora_dropout,
+        lora_target_modules=args.lora_target_modules,
+        trust_remote_code=args.trust_remote_code,
+    )
+    train, evals, task_rewards = load_examples(args, train_dataset, eval_dataset)
+    for example in train + evals:
+        example["prompt_text"] = render(example["prompt"], tokenizer)
+    scorer = make_scorer(args, reward_funcs, task_rewards)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trainable, lr=args.learning_rate, weight_decay=args.weight_decay)
+    steps = total_steps(args, geometry, len(train))
+    scheduler = make_scheduler(args, optimizer, steps)
+    rollout = ROLLOUTS.make("vllm" if args.use_vllm else "transformers", model=model, tokenizer=tokenizer,
+                            max_prompt_length=args.max_prompt_length)
+    check_output_dir(args)
+
+    def logger_factory(total: int) -> RunLogger:
+        return RunLogger(args.output_dir, args.report_to, run_name=args.run_name, config=args.to_dict(),
+                         total_steps=total, logging_steps=args.logging_steps, resume_step=0)
+
+    return Run(model, tokenizer, reference_policy(args, model), geometry, PromptStream(train, args.seed),
+               train, evals, scorer, make_estimator(args), rollout, optimizer, scheduler, logger_factory)
+
+
+def check_output_dir(args: GRPOConfig) -> None:
+    """A new run never overwrites an earlier one's metrics unless asked to."""
+    metrics = os.path.join(args.output_dir, "metrics.jsonl")
+    if os.path.exists(metrics) and os.path.getsize(metrics) > 0 and not args.overwrite_output_dir:
+        raise ValueError(
+            f"{args.output_dir} already holds a run (metrics.jsonl): choose another output_dir, or set "
+            "overwrite_output_dir=True to replace it"
+        )
+    os.makedirs(args.output_dir, exist_ok=True)
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def make_estimator(args: GRPOConfig) -> advantages.AdvantageEstimator:
+    """The configured estimator, given whichever of the config's estimator options it takes."""
+    options = {
+        "scale": args.scale_rewards,
+        "alpha": args.virtual_sample_alpha,
+        "tau_init": args.acr_threshold_init,
+        "strategy": args.virtual_sample_strategy,
+        "success_threshold": args.success_threshold,
+        "seed": args.seed,
+    }
+    factory = advantages.ESTIMATORS.get(args.advantage_estimator)
+    accepted = inspect.signature(factory).parameters
+    return advantages.make(args.advantage_estimator, **{k: v for k, v in options.items() if k in accepted})
+
+
+def make_scorer(args: GRPOConfig, reward_funcs, task_rewards):
+    from ..rewards import RewardScorer
+
+    funcs = reward_funcs if reward_funcs is not None else (args.reward_funcs or task_rewards)
+    if not funcs:
+        raise ValueError(
+            "no reward function: pass reward_funcs= (e.g. grposcope.rewards.accuracy_reward) or set "
+            "reward_funcs in the config"
+        )
+    return RewardScorer(funcs, reward_weights=args.reward_weights, reward_timeout=args.reward_timeout,
+                        reward_errors=args.reward_errors)
+
+
+def make_scheduler(args: GRPOConfig, optimizer: torch.optim.Optimizer, steps: int):
+    from transformers import get_scheduler
+
+    warmup = int(args.warmup_ratio * steps)
+    return get_scheduler(args.lr_scheduler_type, optimizer, num_warmup_steps=warmup, num_training_steps=steps)
+
+
+def reference_policy(args: GRPOConfig, model) -> Callable[[], Any] | None:
+    """A factory of context managers that yield the reference (initial) policy, or None when not needed.
+
+    With LoRA the reference is the model with its adapters off: free, so KL is measured even at beta 0.
+    A full model needs a frozen copy, which costs its memory: only made when beta > 0.
+    """
+    from ..models import needs_reference_copy, reference_context
+
+    if not needs_reference_copy(model):
+        return lambda: reference_context(model)
+    if args.beta == 0:
+        return None
+    frozen = copy.deepcopy(model).eval().requires_grad_(False)
+    return lambda: contextlib.nullcontext(frozen)
+
+
+def render(prompt, tokenizer) -> str:
+    from ..data.chat import render_prompt
+
+    return render_prompt(prompt, tokenizer)
+
+
+def load_examples(args: GRPOConfig, train_dataset, eval_dataset) -> tuple[list[dict], list[dict], list | None]:
+    """Training and held-out examples as lists of dicts, and the rewards the task recommends."""
+    from ..data.tasks import load_task
+
+    if train_dataset is None:
+        task = load_task(args.dataset_name, size=args.dataset_size, seed=args.seed, eval_size=args.eval_size)
+        return [dict(e) for e in task.train], [dict(e) for e in task.eval], task.reward_funcs
+    train = as_examples(train_dataset, "train_dataset")
+    evals = as_examples(eval_dataset, "eval_dataset") if eval_dataset is not None else []
+    return train, evals, None
+
+
+def as_examples(dataset, source: str) -> list[dict]:
+    """A user's HF Dataset or list of dicts, validated (every prompt checked) and copied: never split."""
+    from ..data.validation import validate_examples
+
+    rows = dataset.to_list() if hasattr(dataset, "to_list") else list(dataset)
+    return [dict(e) for e in validate_examples(rows, source=source)]

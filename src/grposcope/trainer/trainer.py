@@ -1,0 +1,241 @@
+"""GRPOTrainer: grposcope's one-machine trainer.
+
+One step, top to bottom (`_generate` then `_optimize`):
+    sample prompts -> generate G completions each -> score -> advantages -> loss and update -> diagnose -> log
+Setup lives in `setup.py`, evaluation in `evaluation.py`; this file is the loop.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..core import losses
+from ..core.diagnostics import CollapseMonitor
+from ..rollout import SamplingParams
+from .config import GRPOConfig
+from .evaluation import evaluate
+from .geometry import total_steps
+from .policy import TrainBatch, completion_logps
+from .setup import build_run
+
+
+@dataclass
+class Generation:
+    """One generation batch, scored, with its advantages: what the optimizer steps of this batch consume."""
+
+    batch: TrainBatch
+    metrics: dict[str, float]
+
+
+class GRPOTrainer:
+    """Trains `model` with GRPO and grposcope's collapse diagnostics and mitigations.
+
+    Same arguments as TRL's GRPOTrainer: `model` is a model object or a name/path (default: the config's
+    `model_name_or_path`); `reward_funcs` a function, a registered name, or a list of them (TRL's signature
+    `f(prompts, completions, **columns) -> list[float | None]`); datasets are HF Datasets or lists of dicts
+    with a `prompt`. Without a dataset, the config's `dataset_name` task is loaded.
+    """
+
+    def __init__(
+        self,
+        model: Any = None,
+        args: GRPOConfig | None = None,
+        reward_funcs: Any = None,
+        train_dataset: Any = None,
+        eval_dataset: Any = None,
+        processing_class: Any = None,
+    ) -> None:
+        self.args = args or GRPOConfig()
+        run = build_run(self.args, model, reward_funcs, train_dataset, eval_dataset, processing_class)
+        self.model, self.tokenizer, self.ref_model = run.model, run.tokenizer, run.ref_model
+        self.geometry, self.stream, self.eval_examples = run.geometry, run.stream, run.eval_examples
+        self.scorer, self.estimator, self.rollout = run.scorer, run.estimator, run.rollout
+        self.optimizer, self.scheduler, self.logger_factory = run.optimizer, run.scheduler, run.logger_factory
+        self.monitor = CollapseMonitor(success_threshold=self.args.success_threshold, kl_bound=self.args.kl_bound)
+        self.max_steps = total_steps(self.args, self.geometry, len(run.train_examples))
+        self.global_step = 0
+        self._pending: tuple[torch.Tensor, torch.Tensor] | None = None  # a generation not yet diagnosed
+
+    # --- the loop ---------------------------------------------------------------------------------------
+
+    def train(self) -> dict[str, Any]:
+        """Runs max_steps optimizer steps; returns the run summary (also in output_dir/summary.json)."""
+        logger = self.logger_factory(self.max_steps)
+        if self.geometry.note:
+            logger.note(self.geometry.note)
+        before = self.evaluate() if self.eval_examples else {}
+        while self.global_step < self.max_steps:
+            generation = self._generate()
+            for _ in range(self.args.num_iterations):
+                for rows in _optimizer_batches(len(generation.batch), self.geometry.optimizer_batch):
+                    if self.global_step >= self.max_steps:
+                        break
+                    t0 = time.perf_counter()
+                    metrics = {**generation.metrics, **self._optimize(generation.batch.rows(rows))}
+                    self.global_step += 1
+                    metrics["perf/step_s"] = metrics.pop("perf/generate_s", 0.0) + time.perf_counter() - t0
+                    if self.args.eval_steps and self.global_step % self.args.eval_steps == 0:
+                        metrics.update(self.evaluate())
+                    logger.log(self.global_step, metrics)
+                    if self.global_step % self.args.save_steps == 0:
+                        self.save_model(f"checkpoint-{self.global_step}")
+        after = self.evaluate() if self.eval_examples else {}
+        self.save_model()
+        extra = {f"{k} before": v for k, v in before.items()} | {f"{k} after": v for k, v in after.items()}
+        summary = logger.summary(extra)
+        logger.close()
+        return summary
+
+    def _generate(self) -> Generation:
+        """Sample prompts, generate, score, compute advantages and the collapse diagnostics."""
+        t0 = time.perf_counter()
+        args, g = self.args, self.args.num_generations
+        examples = self.stream.take(self.geometry.prompts_per_generation)  # B prompts
+        params = SamplingParams(args.max_completion_length, args.temperature, args.top_p, args.top_k)
+        rollout = self.rollout.generate([e["prompt_text"] for e in examples], g, params)  # N = B * G rows
+        t_gen = time.perf_counter() - t0
+        scored = self.scorer.score(*_scoring_inputs(examples, rollout.texts, g, rollout.completion_ids))
+        rewards = scored.rewards.view(-1, g)  # (B, G)
+        est = self.estimator(rewards)
+        loss_mask = rollout.completion_mask.clone()  # (N, T)
+        if args.mask_truncated_completions:
+            loss_mask[rollout.truncated] = 0
+        batch = TrainBatch(
+            rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids, loss_mask, est.advantages.reshape(-1)
+        )
+        batch.old_logp, batch.ref_logp = self._old_and_ref_logps(batch)
+        lengths = rollout.lengths.float()
+        metrics = {
+            **scored.metrics,
+            **est.metrics,
+            "reward/mean": rewards.mean().item(),
+            "reward/std": rewards.std().item() if rewards.numel() > 1 else 0.0,
+            "completion/mean_length": lengths.mean().item(),
+            "completion/truncated_frac": rollout.truncated.float().mean().item(),
+            "sampler/samples_generated": float(rollout.completion_ids.shape[0]),
+            "sampler/tokens_generated": lengths.sum().item(),
+            "sampler/samples_kept": float(rollout.completion_ids.shape[0]),
+            "sampler/rounds_mean": 1.0,
+            "sampler/prompts_dropped": 0.0,
+            "perf/gen_tokens_per_s": lengths.sum().item() / max(t_gen, 1e-9),
+            "perf/generate_s": time.perf_counter() - t0,
+        }
+        self._pending = (rewards, est.advantages)  # diagnosed after the first update, with its entropy
+        return Generation(batch, metrics)
+
+    def _optimize(self, batch: TrainBatch) -> dict[str, float]:
+        """One optimizer step over `batch` in micro-batches; then the collapse monitor's update."""
+        args, t0 = self.args, time.perf_counter()
+        self.model.train()
+        counts = {"num_tokens": batch.loss_mask.sum(), "num_sequences": len(batch)}
+        metrics: dict[str, float] = {}
+        for rows in _optimizer_batches(len(batch), self.geometry.micro_batch):
+            micro = batch.rows(rows)
+            for name, value in self._micro_step(micro, counts).items():
+                # loss shares are already normalised by the whole batch: they add up; the rest is averaged
+                weight = 1.0 if name in _ADDITIVE else len(micro) / len(batch)
+                metrics[name] = metrics.get(name, 0.0) + value * weight
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), args.max_grad_norm or float("inf"))
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        train_tokens = (batch.prompt_mask.sum() + batch.loss_mask.sum()).item()
+        metrics["grad_norm"] = grad_norm.item()
+        metrics["perf/train_tokens_per_s"] = train_tokens / (time.perf_counter() - t0)
+        if self._pending is not None:  # the first step of a generation diagnoses it, with this entropy
+            rewards, adv = self._pending
+            metrics.update(
+                self.monitor.update(rewards, adv, entropy=metrics["entropy/mean"], kl=metrics.get("kl/mean"))
+            )
+            metrics["sampler/informative_frac"] = 1.0 - metrics["collapse/acr_post"]
+            self._pending = None
+        return metrics
+
+    def _micro_step(self, micro: TrainBatch, counts: dict[str, Any]) -> dict[str, float]:
+        """Forward, loss, backward on one micro-batch; returns its metrics."""
+        args = self.args
+        logp, entropy = completion_logps(
+            self.model, micro, args.temperature, with_entropy=True, entropy_grad=args.entropy_coef > 0
+        )
+        old = micro.old_logp if micro.old_logp is not None else logp.detach()
+        kwargs = {"aggregation": args.aggregation, "max_completion_length": args.max_completion_length, **counts}
+        loss, metrics = losses.policy_loss(
+            logp, old, micro.advantages, micro.loss_mask, args.epsilon, args.epsilon_high,
+            dual_clip=args.dual_clip, **kwargs,
+        )
+        if micro.ref_logp is not None:
+            kl, kl_metrics = losses.kl_penalty(logp, micro.ref_logp, micro.loss_mask, args.kl_estimator)
+            metrics.update(kl_metrics)
+            if args.beta > 0:
+                kl_loss = args.beta * losses.aggregate(kl, micro.loss_mask, **kwargs)
+                loss = loss + kl_loss
+                metrics["loss/kl"] = kl_loss.item()
+        if args.entropy_coef > 0:
+            loss = loss - args.entropy_coef * losses.aggregate(entropy, micro.loss_mask, **kwargs)
+        if not torch.isfinite(loss):
+            raise FloatingPointError(
+                f"non-finite loss at step {self.global_step + 1}: lower learning_rate or check the rewards"
+            )
+        loss.backward()
+        mask = micro.loss_mask.bool()
+        metrics["entropy/mean"] = entropy[mask].mean().item() if mask.any() else 0.0
+        return metrics
+
+    @torch.no_grad()
+    def _old_and_ref_logps(self, batch: TrainBatch) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """Log-probs under the sampling policy (only needed when a batch is reused) and the reference."""
+        reuse = self.args.num_iterations > 1 or self.geometry.optimizer_steps_per_generation > 1
+        old = self._logps_in_chunks(self.model, batch) if reuse else None
+        ref = None
+        if self.ref_model is not None:
+            with self.ref_model() as reference:
+                ref = self._logps_in_chunks(reference, batch)
+        return old, ref
+
+    def _logps_in_chunks(self, model, batch: TrainBatch) -> torch.Tensor:
+        self.model.eval()
+        t = batch.completion_ids.shape[1]
+        out = torch.zeros(len(batch), t)
+        for rows in _optimizer_batches(len(batch), self.geometry.micro_batch):
+            micro = batch.rows(rows)
+            logp, _ = completion_logps(model, micro, self.args.temperature, with_entropy=False)
+            out[rows, : logp.shape[1]] = logp.float().cpu()
+        return out
+
+    # --- evaluation and saving ------------------------------------------------------------------------------
+
+    def evaluate(self) -> dict[str, float]:
+        """Greedy pass@1 on the held-out split: `eval/accuracy` (and per level when examples carry one)."""
+        return evaluate(self, self.eval_examples)
+
+    def save_model(self, subdir: str = "model") -> str:
+        path = f"{self.args.output_dir}/{subdir}"
+        self.model.save_pretrained(path, safe_serialization=True)
+        self.tokenizer.save_pretrained(path)
+        return path
+
+
+_ADDITIVE = ("loss/policy", "loss/kl")
+
+
+def _optimizer_batches(n: int, size: int) -> list[torch.Tensor]:
+    return list(torch.arange(n).split(size))
+
+
+def _scoring_inputs(examples: list[dict], texts: list[str], g: int, completion_ids: torch.Tensor):
+    """The reward functions' view of a batch, in TRL's convention (chat data gets message completions)."""
+    prompts, completions, columns = [], [], {}
+    for example, start in zip(examples, range(0, len(texts), g)):
+        for text in texts[start : start + g]:
+            prompts.append(example["prompt"])
+            chat = isinstance(example["prompt"], list)
+            completions.append([{"role": "assistant", "content": text}] if chat else text)
+            for key, value in example.items():
+                if key not in ("prompt", "prompt_text"):
+                    columns.setdefault(key, []).append(value)
+    columns["completion_ids"] = [row.tolist() for row in completion_ids]
+    return prompts, completions, columns

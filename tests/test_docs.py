@@ -1,0 +1,41 @@
+"""The docs say what the code does: the options table is current, and every logged metric is documented."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from grposcope.trainer.config_doc import embed
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+def test_usage_options_table_matches_the_config():
+    text = (DOCS / "usage.md").read_text()
+    assert embed(text) == text, "run: python -c \"...config_doc embed\" to refresh docs/usage.md's options table"
+
+
+def documented_metric(name: str, metrics_md: str) -> bool:
+    generic = re.sub(r"^(reward|eval/accuracy)/[^/]+(/mean)?$", lambda m: f"{m.group(1)}/<", name)
+    return f"`{name}`" in metrics_md or (generic != name and generic in metrics_md)
+
+
+def test_every_metric_of_a_run_is_in_metrics_md(tmp_path, tiny_llama, tiny_tokenizer):
+    from grposcope import GRPOConfig, GRPOTrainer
+
+    data = [{"prompt": "What is 2 + 3 ?", "answer": "5", "level": "easy"}] * 4
+
+    def toy(prompts, completions, **kw):
+        return [len(c) / 50 for c in completions]
+
+    config = GRPOConfig(output_dir=str(tmp_path / "run"), num_generations=2, per_device_train_batch_size=4,
+                        max_completion_length=4, max_steps=2, eval_steps=1, beta=0.1, logging_steps=1)
+    GRPOTrainer(model=tiny_llama, processing_class=tiny_tokenizer, reward_funcs=toy, train_dataset=data,
+                eval_dataset=data[:2], args=config).train()
+    names = {k for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+             for k in json.loads(line) if k not in ("step", "time")}
+    metrics_md = (DOCS / "metrics.md").read_text()
+    missing = sorted(n for n in names if not documented_metric(n, metrics_md))
+    assert not missing, f"not in docs/metrics.md: {missing}"
+    assert {"loss/kl", "kl/mean", "eval/accuracy", "eval/accuracy/easy"} <= names

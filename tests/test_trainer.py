@@ -1,0 +1,143 @@
+"""End-to-end runs of GRPOTrainer on the tiny in-process Llama (and one smoke run on the embedded model)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from grposcope import GRPOConfig, GRPOTrainer
+from grposcope.trainer.policy import completion_logps
+from grposcope.trainer.setup import make_estimator
+
+DATA = [{"prompt": [{"role": "user", "content": f"What is {a} + {b} ?"}], "answer": str(a + b)}
+        for a, b in [(1, 2), (3, 4), (2, 2), (5, 1), (4, 3), (6, 2)]]
+
+
+def text_length(prompts, completions, **columns):
+    """A dense toy reward: the completion's length in characters / 50 (groups of a random model rarely tie)."""
+    texts = [c[0]["content"] if isinstance(c, list) else c for c in completions]
+    return [len(t) / 50 for t in texts]
+
+
+def always_zero(prompts, completions, **columns):
+    return [0.0] * len(completions)
+
+
+def tiny_config(tmp_path, **overrides) -> GRPOConfig:
+    options = dict(output_dir=str(tmp_path / "run"), num_generations=4, per_device_train_batch_size=4,
+                   gradient_accumulation_steps=2, max_completion_length=6, learning_rate=1e-3, max_steps=2,
+                   logging_steps=1, seed=0, temperature=1.0)
+    return GRPOConfig(**(options | overrides))
+
+
+def read_lines(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_two_steps_log_every_applicable_metric(tmp_path, tiny_llama, tiny_tokenizer):
+    trainer = GRPOTrainer(model=tiny_llama, processing_class=tiny_tokenizer, reward_funcs=text_length,
+                          train_dataset=DATA, eval_dataset=DATA[:2], args=tiny_config(tmp_path, use_avspo=True))
+    summary = trainer.train()
+    lines = read_lines(tmp_path / "run" / "metrics.jsonl")
+    assert [line["step"] for line in lines] == [1, 2]
+    expected = {
+        "collapse/acr", "collapse/acr_all_correct", "collapse/acr_all_wrong", "collapse/acr_ema",
+        "collapse/acr_cumulative", "collapse/acr_post", "collapse/volatility", "collapse/acr_100",
+        "alarm/stagnation", "alarm/entropy_collapse", "alarm/kl_drift", "avspo/tau", "avspo/k_mean",
+        "avspo/frac_groups_augmented", "entropy/mean", "reward/mean", "reward/std", "reward/text_length/mean",
+        "loss/policy", "clip/low_frac", "clip/high_frac", "grad_norm", "sampler/samples_generated",
+        "sampler/tokens_generated", "sampler/samples_kept", "sampler/informative_frac", "sampler/rounds_mean",
+        "sampler/prompts_dropped", "completion/mean_length", "completion/truncated_frac", "perf/step_s",
+        "perf/gen_tokens_per_s", "perf/train_tokens_per_s",
+    }
+    for line in lines:
+        assert expected <= set(line), expected - set(line)
+        assert all(v is None or v == v for v in line.values())  # no NaN
+        assert line["sampler/samples_generated"] == 8.0  # 2 prompts x 4 completions
+    assert torch.isfinite(torch.tensor(lines[-1]["loss/policy"]))
+    assert (tmp_path / "run" / "model" / "model.safetensors").exists()
+    assert isinstance(summary, dict)
+
+
+def test_an_update_moves_log_probs_the_way_the_advantages_ask(tmp_path, tiny_llama, tiny_tokenizer):
+    trainer = GRPOTrainer(model=tiny_llama, processing_class=tiny_tokenizer, reward_funcs=text_length,
+                          train_dataset=DATA, args=tiny_config(tmp_path, learning_rate=1e-4))
+    generation = trainer._generate()
+    batch = generation.batch
+    assert batch.advantages.abs().sum() > 0, "the toy reward should give some non-zero advantages"
+    with torch.no_grad():
+        before = completion_logps(trainer.model, batch, 1.0, with_entropy=False)[0]
+    trainer._optimize(batch)
+    with torch.no_grad():
+        after = completion_logps(trainer.model, batch, 1.0, with_entropy=False)[0]
+    change = ((after - before) * batch.loss_mask).sum(dim=1)  # (N,) change of each completion's log-prob
+    # the step ascends sum_i A_i * logp_i: to first order its change is positive
+    assert (batch.advantages * change).sum() > 0
+    up, down = batch.advantages > 0, batch.advantages < 0
+    assert change[up].mean() > change[down].mean()
+
+
+def test_collapsed_rewards_give_acr_1_and_avspo_rescues_them(tmp_path, tiny_llama, tiny_tokenizer):
+    for use_avspo, expected_post in ((False, 1.0), (True, 0.0)):
+        base = tmp_path / f"avspo-{use_avspo}"
+        trainer = GRPOTrainer(model=tiny_llama, processing_class=tiny_tokenizer, reward_funcs=always_zero,
+                              train_dataset=DATA, args=tiny_config(base, use_avspo=use_avspo, max_steps=1))
+        trainer.train()
+        line = read_lines(base / "run" / "metrics.jsonl")[-1]
+        assert line["collapse/acr"] == 1.0 and line["reward/mean"] == 0.0
+        assert line["collapse/acr_post"] == expected_post
+
+
+def test_a_used_output_dir_is_not_overwritten(tmp_path, tiny_llama, tiny_tokenizer):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "metrics.jsonl").write_text('{"step": 1}\n')
+    with pytest.raises(ValueError, match="already holds a run"):
+        GRPOTrainer(model=tiny_llama, processing_class=tiny_tokenizer, reward_funcs=text_length,
+                    train_dataset=DATA, args=tiny_config(tmp_path))
+    assert (tmp_path / "run" / "metrics.jsonl").read_text() == '{"step": 1}\n'
+
+
+def test_seed_example_runs_with_only_the_import_changed(tmp_path, tiny_model_dir, monkeypatch):
+    from transformers import AutoModelForCausalLM
+
+    monkeypatch.chdir(tmp_path)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    dataset = [{"prompt": "What is 2 + 3 ?", "answer": "5"}]
+    # --- the seed's example, with its import line changed (and max_steps, to keep the test short) ---
+    from grposcope import GRPOTrainer, GRPOConfig
+    from grposcope.rewards import box_accuracy_reward
+    config = GRPOConfig(output_dir="./output", per_device_train_batch_size=1, num_generations=8, temperature=1.0,
+                        learning_rate=1e-6, max_completion_length=1024,
+                        use_avspo=True, acr_threshold_init=0.5, virtual_sample_alpha=0.5, max_steps=1)
+    trainer = GRPOTrainer(model=model, args=config, reward_funcs=box_accuracy_reward, train_dataset=dataset)
+    trainer.train()
+    # -------------------------------------------------------------------------------------------------
+    line = read_lines(tmp_path / "output" / "metrics.jsonl")[0]
+    assert line["sampler/samples_generated"] == 8.0  # one prompt with its 8 completions in the step
+    assert line["collapse/acr"] == 1.0 and line["avspo/frac_groups_augmented"] == 1.0  # no box: all wrong
+
+
+def test_strict_format_collapse_all_wrong_batch():
+    from grposcope.rewards import box_accuracy_reward
+
+    completions = ["The answer is 5.", "5", "I think it is 4", "five"] * 2  # no \\boxed{}: all score 0
+    rewards = torch.tensor(box_accuracy_reward(["What is 2 + 3?"] * 8, completions, answer=["5"] * 8)).view(1, 8)
+    assert rewards.sum() == 0
+    grpo = make_estimator(GRPOConfig())(rewards)
+    assert torch.equal(grpo.advantages, torch.zeros(1, 8))  # the collapse: no gradient at all
+    avspo = make_estimator(GRPOConfig(use_avspo=True))(rewards)
+    assert (avspo.advantages < 0).all()  # AVSPO turns the same batch into a push away from these answers
+
+
+@pytest.mark.embedded
+def test_smoke_on_the_embedded_model(tmp_path):
+    config = GRPOConfig(output_dir=str(tmp_path / "smoke"), num_generations=2, per_device_train_batch_size=4,
+                        max_completion_length=16, max_steps=1, learning_rate=1e-6, dataset_name="arithmetic",
+                        dataset_size=4, eval_size=2, logging_steps=1)
+    summary = GRPOTrainer(args=config).train()
+    line = read_lines(tmp_path / "smoke" / "metrics.jsonl")[0]
+    assert line["sampler/samples_generated"] == 4.0  # 2 prompts x 2 completions
+    assert line["completion/mean_length"] <= 16 and "collapse/acr" in line
+    assert torch.isfinite(torch.tensor(line["loss/policy"]))
