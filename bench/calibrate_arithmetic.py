@@ -23,7 +23,9 @@ import time
 
 import torch
 
-from grposcope.data.arithmetic import DEFAULT_LEVELS, build_arithmetic, last_number_reward
+from grposcope.data import render_prompt
+from grposcope.data.arithmetic import DEFAULT_LEVELS, build_arithmetic
+from grposcope.rewards import accuracy_reward
 
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -45,12 +47,14 @@ def load_model():
     return model, tokenizer
 
 
-def sample_rewards(model, tokenizer, examples, samples: int, max_new_tokens: int, top_k: int, batch_prompts: int):
+def sample_rewards(
+    model, tokenizer, examples, samples: int, max_new_tokens: int, top_k: int, batch_prompts: int
+):
     """Rewards (len(examples) lists of `samples` floats) and the completions they scored."""
     rewards, completions = [], []
     for start in range(0, len(examples), batch_prompts):
         chunk = examples[start : start + batch_prompts]
-        texts = [tokenizer.apply_chat_template(ex["prompt"], tokenize=False, add_generation_prompt=True) for ex in chunk]
+        texts = [render_prompt(ex["prompt"], tokenizer) for ex in chunk]
         batch = tokenizer(texts, return_tensors="pt", padding=True)
         with torch.inference_mode():
             out = model.generate(  # (len(chunk) * samples, T_prompt + T_new)
@@ -66,7 +70,7 @@ def sample_rewards(model, tokenizer, examples, samples: int, max_new_tokens: int
         decoded = tokenizer.batch_decode(out[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
         for i, ex in enumerate(chunk):
             group = decoded[i * samples : (i + 1) * samples]
-            rewards.append(last_number_reward(None, group, answer=[ex["answer"]] * samples))
+            rewards.append(accuracy_reward(None, group, answer=[ex["answer"]] * samples))
             completions.append(group)
     return rewards, completions
 
@@ -89,7 +93,9 @@ def summarize(level: str, groups: list[list[float]]) -> dict[str, float | str]:
 
 
 def print_table(rows: list[dict], samples: int) -> None:
-    print(f"\n| level | prompts | pass rate | per-prompt min-max | collapse@G={samples} | all correct | all wrong |")
+    header = ["level", "prompts", "pass rate", "per-prompt min-max", f"collapse@G={samples}"]
+    header += ["all correct", "all wrong"]
+    print("\n| " + " | ".join(header) + " |")
     print("|---|---|---|---|---|---|---|")
     for r in rows:
         print(
@@ -99,7 +105,9 @@ def print_table(rows: list[dict], samples: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--levels", default=",".join(DEFAULT_LEVELS))
     parser.add_argument("--prompts", type=int, default=12, help="prompts per level")
     parser.add_argument("--samples", type=int, default=16, help="completions per prompt (the group size G)")

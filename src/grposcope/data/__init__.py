@@ -12,7 +12,7 @@ and datasets are imported only when used.
 
 from __future__ import annotations
 
-from .arithmetic import LEVELS, build_arithmetic, last_number, last_number_reward
+from .arithmetic import LEVELS, build_arithmetic
 from .chat import completion_text, is_conversational, render_prompt
 from .gym import ReasoningGymReward, build_reasoning_gym
 from .jsonl import read_math_jsonl
@@ -30,8 +30,6 @@ __all__ = [
     "check_prompt",
     "completion_text",
     "is_conversational",
-    "last_number",
-    "last_number_reward",
     "load_task",
     "read_math_jsonl",
     "render_prompt",

@@ -16,16 +16,15 @@ equals the answer".
 from __future__ import annotations
 
 import random
-import re
 from dataclasses import dataclass
 from typing import Any
 
-from .chat import completion_text
 
 SYSTEM_PROMPT = "You are a calculator. Reply with the equation and its result."
 # Worked examples shown as earlier chat turns. The reply restates the equation before the result: this
 # model computes "3 + 4 = 7" far more often when the equation sits right before the result than when it
-# must answer a bare number (measured: 0.8 vs 0.1 probability of a correct one-digit sum).
+# must answer a bare number (measured by teacher forcing on one-digit sums: probability 0.85 of the whole
+# correct reply "a + b = c", against 0.1 for a correct bare "c"). Without worked examples it rambles.
 SHOTS = ((2, "+", 3), (14, "+", 21), (3, "*", 4))
 
 
@@ -42,6 +41,10 @@ class Level:
         return len(self.ops) * (self.first[1] - self.first[0] + 1) * (self.second[1] - self.second[0] + 1)
 
 
+# Pass rates measured with bench/calibrate_arithmetic.py (temperature 1, full vocabulary, 24 new tokens,
+# 12 prompts x 16 samples; seeds 0 / 1): easy 0.71 / 0.73, medium 0.26 / 0.12, hard 0.01 / 0.02. One-digit
+# sums alone scored 0.82 and one-digit products 0.97 (too easy for "easy"); two-digit products 0.08, but
+# this model solves products by 10, so the hard level uses three-digit sums.
 LEVELS: dict[str, Level] = {
     "easy": Level(("+",), (1, 14), (1, 9)),
     "medium": Level(("+",), (10, 99), (1, 9)),
@@ -50,10 +53,15 @@ LEVELS: dict[str, Level] = {
 DEFAULT_LEVELS = ("easy", "medium", "hard")
 
 Problem = tuple[str, int, int]  # (op, a, b)
+_SHOWN: frozenset[Problem] = frozenset((op, x, y) for x, op, y in SHOTS)  # its answer is in the prompt
 
 
 def build_arithmetic(
-    size: int, seed: int, variant: str | None = None, *, levels: str | tuple[str, ...] | list[str] = DEFAULT_LEVELS
+    size: int,
+    seed: int,
+    variant: str | None = None,
+    *,
+    levels: str | tuple[str, ...] | list[str] = DEFAULT_LEVELS,
 ) -> tuple[list[dict[str, Any]], list[Any]]:
     """`size` problems in equal shares over `levels` (a tuple, or "easy,medium" as in the spec
     "arithmetic:easy,medium"), shuffled with `seed`, and the recommended reward.
@@ -68,7 +76,8 @@ def build_arithmetic(
         count = size // len(names) + (1 if position < size % len(names) else 0)
         examples += [_example(name, problem) for problem in _problems(LEVELS[name], count, rng)]
     rng.shuffle(examples)
-    return examples, [last_number_reward]
+    # accuracy_reward reads the last number of "a + b = c" replies (no box, no "answer is" phrase)
+    return examples, ["accuracy_reward"]
 
 
 def parse_levels(levels: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:
@@ -89,16 +98,21 @@ def _problems(level: Level, count: int, rng: random.Random) -> list[Problem]:
     # fresh random orders. Large levels are sampled by rejection rather than enumerated.
     problems: list[Problem] = []
     while len(problems) < count:
-        problems += _distinct_problems(level, min(count - len(problems), level.capacity()), rng)
+        problems += _distinct_problems(level, min(count - len(problems), distinct_problems(level)), rng)
     return problems
+
+
+def distinct_problems(level: Level) -> int:
+    """How many different problems the level can ask (the worked examples are never asked)."""
+    return level.capacity() - sum(_in_level(shot, level) for shot in _SHOWN)
 
 
 def _distinct_problems(level: Level, count: int, rng: random.Random) -> list[Problem]:
     if count > level.capacity() // 2:  # dense: enumerate, then sample
         every = [(op, a, b) for op in level.ops for a in range(level.first[0], level.first[1] + 1)
                  for b in range(level.second[0], level.second[1] + 1)]
-        return rng.sample(every, count)
-    seen: set[Problem] = set()
+        return rng.sample([p for p in every if p not in _SHOWN], count)
+    seen: set[Problem] = set(_SHOWN)
     problems = []  # in draw order: iterating `seen` would follow string hashing, which varies per process
     while len(problems) < count:
         problem = (rng.choice(level.ops), rng.randint(*level.first), rng.randint(*level.second))
@@ -106,6 +120,12 @@ def _distinct_problems(level: Level, count: int, rng: random.Random) -> list[Pro
             seen.add(problem)
             problems.append(problem)
     return problems
+
+
+def _in_level(problem: Problem, level: Level) -> bool:
+    op, a, b = problem
+    in_ranges = level.first[0] <= a <= level.first[1] and level.second[0] <= b <= level.second[1]
+    return op in level.ops and in_ranges
 
 
 def make_prompt(op: str, a: int, b: int) -> list[dict[str, str]]:
@@ -133,26 +153,3 @@ def _apply(op: str, a: int, b: int) -> int:
     if op == "*":
         return a * b
     raise ValueError(f"unknown operator {op!r}; use '+', '-' or '*'")
-
-
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
-
-
-def last_number(text: str) -> str | None:
-    """The last number in `text` ("1,234" reads as 1234), or None when there is none."""
-    found = _NUMBER.findall(text.replace(",", ""))
-    return found[-1] if found else None
-
-
-def last_number_reward(prompts: list[Any], completions: list[Any], answer: list[str], **_: Any) -> list[float]:
-    """1.0 when the last number of the reply equals `answer` (as numbers: "7.0" matches "7"), else 0.0."""
-    return [_same_number(last_number(completion_text(c)), str(a)) for c, a in zip(completions, answer)]
-
-
-def _same_number(found: str | None, expected: str) -> float:
-    if found is None:
-        return 0.0
-    try:
-        return float(float(found) == float(expected))
-    except ValueError:  # a non-numeric answer column: compare the text
-        return float(found == expected.strip())

@@ -7,6 +7,8 @@ with the assistant's message(s).
 
 from __future__ import annotations
 
+from ..rewards.extract import completion_text  # noqa: F401  (re-exported: one definition)
+
 from collections.abc import Mapping
 from typing import Any
 
@@ -39,13 +41,6 @@ def render_prompt(prompt: Prompt, tokenizer: Any) -> str:
             "`tokenizer.chat_template`, use an instruct model's tokenizer, or pass prompts as plain strings"
         )
     return tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
-
-
-def completion_text(completion: str | list[Mapping[str, Any]]) -> str:
-    """The reply as one string: TRL passes conversational completions as `[{"role": "assistant", ...}]`."""
-    if isinstance(completion, str):
-        return completion
-    return "".join(str(m.get("content", "")) for m in completion if isinstance(m, Mapping))
 
 
 def prompt_key(prompt: Prompt) -> str:

@@ -32,7 +32,9 @@ def build_reasoning_gym(
     """`size` examples of the reasoning-gym generator named `variant` (the spec "rg:<name>"; its config
     fields go in `config`), and the reward that scores them with the generator's own scorer."""
     if not variant:
-        raise ValueError("a reasoning-gym task needs a dataset name: use the spec 'rg:<name>', e.g. 'rg:leg_counting'")
+        raise ValueError(
+            "a reasoning-gym task needs a dataset name: use the spec 'rg:<name>', e.g. 'rg:leg_counting'"
+        )
     name = variant
     dataset = _create(name, size, seed, config)
     system = _system_text(system_prompt)
@@ -98,7 +100,8 @@ def _create(name: str, size: int, seed: int, config: dict[str, Any]) -> Any:
 
     if name not in DATASETS:
         close = difflib.get_close_matches(name, list(DATASETS), n=5, cutoff=0.5)
-        hint = f"close names: {', '.join(close)}" if close else f"some names: {', '.join(sorted(DATASETS)[:8])}"
+        shown = close or sorted(DATASETS)[:8]
+        hint = f"{'close' if close else 'some'} names: {', '.join(shown)}"
         raise ValueError(
             f"unknown reasoning-gym dataset {name!r}; {hint} ({len(DATASETS)} in all: "
             "`sorted(reasoning_gym.factory.DATASETS)`); use the spec 'rg:<name>'"

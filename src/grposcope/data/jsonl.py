@@ -10,6 +10,8 @@ answer in `\\boxed{}`. Other fields are kept as columns; `level` becomes a strin
 
 from __future__ import annotations
 
+from ..rewards.extract import last_boxed
+
 import json
 import os
 from typing import Any
@@ -17,18 +19,25 @@ from typing import Any
 DEFAULT_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 
 
-def read_math_jsonl(path: str | os.PathLike[str], instruction: str = DEFAULT_INSTRUCTION) -> list[dict[str, Any]]:
+def read_math_jsonl(
+    path: str | os.PathLike[str], instruction: str = DEFAULT_INSTRUCTION
+) -> list[dict[str, Any]]:
     """Reads a MATH-500-style file into examples; errors name the file, the line and the fix."""
     path = os.fspath(path)
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"no such file: {path!r}; give the path of a .jsonl file (one JSON object per line)")
+        raise FileNotFoundError(
+            f"no such file: {path!r}; give the path of a .jsonl file (one JSON object per line)"
+        )
     examples = []
     with open(path, encoding="utf-8") as handle:
         for line_number, line in enumerate(handle, start=1):
             if line.strip():
-                examples.append(_example(_parse_line(line, path, line_number), path, line_number, instruction))
+                row = _parse_line(line, path, line_number)
+                examples.append(_example(row, path, line_number, instruction))
     if not examples:
-        raise ValueError(f"{path} holds no examples; write one JSON object per line with 'problem' and 'answer'")
+        raise ValueError(
+            f"{path} holds no examples; write one JSON object per line with 'problem' and 'answer'"
+        )
     return examples
 
 
@@ -69,26 +78,15 @@ def _example(row: dict[str, Any], path: str, line_number: int, instruction: str)
 
 def _answer_from_solution(solution: Any, where: str) -> str:
     boxed = last_boxed(solution) if isinstance(solution, str) else None
+    boxed = boxed.strip() if boxed is not None else None
     if boxed is None:
-        found = "a 'solution' without \\boxed{...}" if isinstance(solution, str) else "neither 'answer' nor 'solution'"
+        found = (
+            "a 'solution' without \\boxed{...}"
+            if isinstance(solution, str)
+            else "neither 'answer' nor 'solution'"
+        )
         raise ValueError(
             f"{where}: {found}; add an 'answer' field (the final answer as a string), "
             "or a 'solution' that ends with \\boxed{...}"
         )
     return boxed
-
-
-def last_boxed(text: str) -> str | None:
-    """Content of the last `\\boxed{...}` in `text`, matching nested braces; None if there is none."""
-    start = text.rfind("\\boxed{")
-    if start < 0:
-        return None
-    depth, begin = 0, start + len("\\boxed{")
-    for i in range(begin, len(text)):
-        if text[i] == "{":
-            depth += 1
-        elif text[i] == "}":
-            if depth == 0:
-                return text[begin:i].strip()
-            depth -= 1
-    return None  # unbalanced braces: no answer rather than a truncated one

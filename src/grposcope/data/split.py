@@ -16,7 +16,9 @@ from .chat import prompt_key
 def resolve_eval_size(eval_size: int | float, total: int) -> int:
     """An eval size given as a count (int) or as a fraction of `total` (float in [0, 1))."""
     if isinstance(eval_size, bool) or not isinstance(eval_size, (int, float)):
-        raise TypeError(f"eval_size must be an int (a count) or a float in [0, 1) (a fraction), got {eval_size!r}")
+        raise TypeError(
+            f"eval_size must be an int (a count) or a float in [0, 1) (a fraction), got {eval_size!r}"
+        )
     if isinstance(eval_size, float):
         if not 0.0 <= eval_size < 1.0:
             raise ValueError(f"eval_size={eval_size} as a fraction must be in [0, 1); use an int for a count")
@@ -30,7 +32,8 @@ def split_examples(
     examples: list[dict[str, Any]], eval_size: int, seed: int = 0
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Splits into (train, eval): `eval_size` distinct eval prompts and every example whose prompt is not
-    held out; both keep the input order. Train shrinks by the extra copies of eval prompts, if any."""
+    held out; both keep the input order. Train shrinks by the extra copies of eval prompts, if any; eval
+    is smaller only when a level has fewer distinct prompts than its share."""
     if eval_size <= 0:
         return list(examples), []
     strata = _groups_by_level(examples)  # level -> list of groups (index lists sharing one prompt)
@@ -40,7 +43,8 @@ def split_examples(
             f"eval_size={eval_size} leaves no training examples: there are {distinct} distinct prompts in "
             f"{len(examples)} examples; lower eval_size or give more examples"
         )
-    quotas = _proportional_quotas({level: sum(map(len, groups)) for level, groups in strata.items()}, eval_size)
+    sizes = {level: sum(map(len, groups)) for level, groups in strata.items()}  # examples per level
+    quotas = _proportional_quotas(sizes, eval_size)
     rng = random.Random(seed)
     first_copies, held_out_all = set(), set()
     for level, groups in strata.items():

@@ -62,19 +62,22 @@ def load_task(
     if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
         raise ValueError(f"size={size!r} must be a positive int (train examples), or None for the default")
     if _is_path(spec):
-        _reject_params({k: v for k, v in params.items() if k != "instruction"}, "a .jsonl file (it takes instruction=)")
+        unused = {k: v for k, v in params.items() if k != "instruction"}
+        _reject_params(unused, "a .jsonl file (it takes instruction=)")
         examples = read_math_jsonl(spec, **params)
         return _from_examples(examples, os.fspath(spec), size, seed, eval_size)
     if isinstance(spec, str):
         return _from_builder(spec, size, seed, eval_size, params)
     _reject_params(params, "a dataset or a list of examples")
-    if hasattr(spec, "column_names") and hasattr(spec, "to_list"):  # an HF datasets.Dataset, without importing it
+    if hasattr(spec, "column_names") and hasattr(spec, "to_list"):  # an HF Dataset (duck-typed: no import)
         return _from_examples(spec.to_list(), "dataset", size, seed, eval_size)
     if isinstance(spec, (list, tuple)):
         return _from_examples(list(spec), "list", size, seed, eval_size)
     if isinstance(getattr(spec, "column_names", None), dict):  # a DatasetDict: several splits
         splits = list(spec.column_names)
-        raise TypeError(f"got a {type(spec).__name__} with splits {splits}; pick one, e.g. data[{splits[0]!r}]")
+        raise TypeError(
+            f"got a {type(spec).__name__} with splits {splits}; pick one, e.g. data[{splits[0]!r}]"
+        )
     raise TypeError(
         f"cannot load a task from a {type(spec).__name__}; give a task name ({', '.join(TASKS.names())}, "
         "e.g. 'arithmetic' or 'rg:leg_counting'), a .jsonl path, an HF Dataset or a list of dicts"

