@@ -90,6 +90,19 @@ def test_collapsed_rewards_give_acr_1_and_avspo_rescues_them(tmp_path, tiny_llam
         assert line["collapse/acr_post"] == expected_post
 
 
+def test_a_reused_generation_is_diagnosed_once_and_clipped_against_its_sampling_policy(tmp_path, tiny_llama,
+                                                                                      tiny_tokenizer):
+    config = tiny_config(tmp_path, num_iterations=2, max_steps=2, learning_rate=5e-2)
+    trainer = GRPOTrainer(model=tiny_llama, processing_class=tiny_tokenizer, reward_funcs=text_length,
+                          train_dataset=DATA, args=config)
+    trainer.train()
+    first, second = read_lines(tmp_path / "run" / "metrics.jsonl")
+    assert first["reward/mean"] == second["reward/mean"]  # one generation fed both steps
+    assert "collapse/acr" in first and "collapse/acr" not in second  # ... and was diagnosed once
+    assert first["clip/low_frac"] == first["clip/high_frac"] == 0.0  # on-policy: ratio 1
+    assert second["clip/low_frac"] + second["clip/high_frac"] > 0  # the big first step moved the ratios
+
+
 def test_a_used_output_dir_is_not_overwritten(tmp_path, tiny_llama, tiny_tokenizer):
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "metrics.jsonl").write_text('{"step": 1}\n')

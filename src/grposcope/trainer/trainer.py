@@ -29,6 +29,13 @@ class Generation:
 
     batch: TrainBatch
     metrics: dict[str, float]
+    seconds: float  # generating and scoring it: charged to the first optimizer step it feeds
+
+    def optimizer_batches(self, iterations: int, size: int):
+        """The optimizer steps this generation feeds: `iterations` passes over it, `size` completions each."""
+        for _ in range(iterations):
+            for rows in _optimizer_batches(len(self.batch), size):
+                yield self.batch.rows(rows)
 
 
 class GRPOTrainer:
@@ -70,25 +77,30 @@ class GRPOTrainer:
         before = self.evaluate() if self.eval_examples else {}
         while self.global_step < self.max_steps:
             generation = self._generate()
-            for _ in range(self.args.num_iterations):
-                for rows in _optimizer_batches(len(generation.batch), self.geometry.optimizer_batch):
-                    if self.global_step >= self.max_steps:
-                        break
-                    t0 = time.perf_counter()
-                    metrics = {**generation.metrics, **self._optimize(generation.batch.rows(rows))}
-                    self.global_step += 1
-                    metrics["perf/step_s"] = metrics.pop("perf/generate_s", 0.0) + time.perf_counter() - t0
-                    if self.args.eval_steps and self.global_step % self.args.eval_steps == 0:
-                        metrics.update(self.evaluate())
-                    logger.log(self.global_step, metrics)
-                    if self.global_step % self.args.save_steps == 0:
-                        self.save_model(f"checkpoint-{self.global_step}")
+            for batch in generation.optimizer_batches(self.args.num_iterations, self.geometry.optimizer_batch):
+                if self.global_step >= self.max_steps:
+                    break
+                metrics = self._step(generation, batch)  # advances global_step
+                logger.log(self.global_step, metrics)
+                if self.global_step % self.args.save_steps == 0:
+                    self.save_model(f"checkpoint-{self.global_step}")
         after = self.evaluate() if self.eval_examples else {}
         self.save_model()
         extra = {f"{k} before": v for k, v in before.items()} | {f"{k} after": v for k, v in after.items()}
         summary = logger.summary(extra)
         logger.close()
         return summary
+
+    def _step(self, generation: Generation, batch: TrainBatch) -> dict[str, float]:
+        """One optimizer step on a part of `generation`; returns the step's metrics."""
+        t0 = time.perf_counter()
+        metrics = {**generation.metrics, **self._optimize(batch)}
+        self.global_step += 1
+        metrics["perf/step_s"] = generation.seconds + time.perf_counter() - t0
+        generation.seconds = 0.0
+        if self.args.eval_steps and self.global_step % self.args.eval_steps == 0:
+            metrics.update(self.evaluate())
+        return metrics
 
     def _generate(self) -> Generation:
         """Sample prompts, generate, score, compute advantages and the collapse diagnostics."""
@@ -122,10 +134,9 @@ class GRPOTrainer:
             "sampler/rounds_mean": 1.0,
             "sampler/prompts_dropped": 0.0,
             "perf/gen_tokens_per_s": lengths.sum().item() / max(t_gen, 1e-9),
-            "perf/generate_s": time.perf_counter() - t0,
         }
         self._pending = (rewards, est.advantages)  # diagnosed after the first update, with its entropy
-        return Generation(batch, metrics)
+        return Generation(batch, metrics, time.perf_counter() - t0)
 
     def _optimize(self, batch: TrainBatch) -> dict[str, float]:
         """One optimizer step over `batch` in micro-batches; then the collapse monitor's update."""
