@@ -22,6 +22,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "lr_scheduler_type": "constant",
         "max_steps": 20,
         "eval_size": 48,
+        "eval_steps": 10,
         "logging_steps": 1,
         "save_steps": 1000,
         "seed": 0,

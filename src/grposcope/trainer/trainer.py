@@ -66,6 +66,8 @@ class GRPOTrainer:
         self.max_steps = total_steps(self.args, self.geometry, len(run.train_examples))
         self.global_step = 0
         self._pending: tuple[torch.Tensor, torch.Tensor] | None = None  # a generation not yet diagnosed
+        self._last_eval: dict[str, float] = {}  # the latest evaluation, reused as "after" when it is current
+        self._last_eval_step = -1
 
     # --- the loop ---------------------------------------------------------------------------------------
 
@@ -84,7 +86,7 @@ class GRPOTrainer:
                 logger.log(self.global_step, metrics)
                 if self.global_step % self.args.save_steps == 0:
                     self.save_model(f"checkpoint-{self.global_step}")
-        after = self.evaluate() if self.eval_examples else {}
+        after = self._last_eval if self._last_eval_step == self.global_step else self.evaluate()
         self.save_model()
         extra = {f"{k} before": v for k, v in before.items()} | {f"{k} after": v for k, v in after.items()}
         summary = logger.summary(extra)
@@ -221,7 +223,8 @@ class GRPOTrainer:
 
     def evaluate(self) -> dict[str, float]:
         """Greedy pass@1 on the held-out split: `eval/accuracy` (and per level when examples carry one)."""
-        return evaluate(self, self.eval_examples)
+        self._last_eval, self._last_eval_step = evaluate(self, self.eval_examples), self.global_step
+        return self._last_eval
 
     def save_model(self, subdir: str = "model") -> str:
         path = f"{self.args.output_dir}/{subdir}"
