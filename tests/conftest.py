@@ -6,10 +6,12 @@ import pytest
 import torch
 
 
-@pytest.fixture
-def tiny_llama():
-    transformers = pytest.importorskip("transformers")
-    torch.manual_seed(0)
+def make_tiny_llama(seed: int = 0):
+    """A 2-layer Llama of vocabulary 64 with random weights, in eval mode (no dropout: a step's effect is the
+    gradient's alone)."""
+    import transformers
+
+    torch.manual_seed(seed)
     config = transformers.LlamaConfig(
         vocab_size=64,
         hidden_size=32,
@@ -19,9 +21,13 @@ def tiny_llama():
         num_key_value_heads=2,
         max_position_embeddings=64,
     )
-    model = transformers.LlamaForCausalLM(config)
-    model.eval()  # no dropout: the step's effect must be the gradient's alone
-    return model
+    return transformers.LlamaForCausalLM(config).eval()
+
+
+@pytest.fixture
+def tiny_llama():
+    pytest.importorskip("transformers")
+    return make_tiny_llama()
 
 
 _WORDS = (

@@ -15,6 +15,7 @@ import sys
 
 import pytest
 import torch
+from conftest import make_tiny_llama
 
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("peft")
@@ -37,20 +38,6 @@ def make_tokenizer(*, eos: bool = True, pad: str | None = None):
     if pad is not None:
         special["pad_token"] = pad
     return transformers.PreTrainedTokenizerFast(tokenizer_object=backend, **special)
-
-
-def make_tiny_llama(seed: int = 0):
-    torch.manual_seed(seed)
-    config = transformers.LlamaConfig(
-        vocab_size=64,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-    )
-    return transformers.LlamaForCausalLM(config).eval()
 
 
 def save_checkpoint(folder, model=None, tokenizer=None):
