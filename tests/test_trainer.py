@@ -103,6 +103,21 @@ def test_a_reused_generation_is_diagnosed_once_and_clipped_against_its_sampling_
     assert second["clip/low_frac"] + second["clip/high_frac"] > 0  # the big first step moved the ratios
 
 
+def test_generation_runs_in_eval_mode_and_updates_in_train_mode(tmp_path, tiny_llama, tiny_tokenizer):
+    trainer = GRPOTrainer(model=tiny_llama, processing_class=tiny_tokenizer, reward_funcs=text_length,
+                          train_dataset=DATA, args=tiny_config(tmp_path))
+    modes = []
+    generate = trainer.rollout.generate
+
+    def recording(*args, **kwargs):
+        modes.append(trainer.model.training)
+        return generate(*args, **kwargs)
+
+    trainer.rollout.generate = recording
+    trainer.train()  # 2 steps: the second generation follows an update, which left the model in train mode
+    assert modes == [False, False]
+
+
 def test_a_used_output_dir_is_not_overwritten(tmp_path, tiny_llama, tiny_tokenizer):
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "metrics.jsonl").write_text('{"step": 1}\n')

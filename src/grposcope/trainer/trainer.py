@@ -109,6 +109,7 @@ class GRPOTrainer:
         t0 = time.perf_counter()
         args, g = self.args, self.args.num_generations
         examples = self.stream.take(self.geometry.prompts_per_generation)  # B prompts
+        self.model.eval()  # generate() keeps the mode it finds: no dropout (e.g. LoRA's) while sampling
         params = SamplingParams(args.max_completion_length, args.temperature, args.top_p, args.top_k)
         rollout = self.rollout.generate([e["prompt_text"] for e in examples], g, params)  # N = B * G rows
         t_gen = time.perf_counter() - t0
