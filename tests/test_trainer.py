@@ -118,6 +118,22 @@ def test_generation_runs_in_eval_mode_and_updates_in_train_mode(tmp_path, tiny_l
     assert modes == [False, False]
 
 
+def test_lora_run_measures_kl_to_the_adapters_off_policy_at_beta_0(tmp_path, tiny_llama, tiny_tokenizer):
+    pytest.importorskip("peft")
+    config = tiny_config(tmp_path, use_peft=True, lora_r=4, lora_alpha=8, lora_dropout=0.0, beta=0.0,
+                         learning_rate=5e-2)
+    trainer = GRPOTrainer(model=tiny_llama, processing_class=tiny_tokenizer, reward_funcs=text_length,
+                          train_dataset=DATA, args=config)
+    trainable = {n for n, p in trainer.model.named_parameters() if p.requires_grad}
+    assert trainable and all("lora_" in n for n in trainable)  # only the adapters train
+    trainer.train()
+    first, second = read_lines(tmp_path / "run" / "metrics.jsonl")
+    # step 1: the adapters start at zero (LoRA's B = 0), so the policy is the reference: KL exactly 0;
+    # step 2 follows an update, so the policy has moved away from it
+    assert first["kl/mean"] == pytest.approx(0.0, abs=1e-6) and second["kl/mean"] > 1e-6
+    assert "loss/kl" not in first  # beta 0: measured, not in the loss
+
+
 def test_a_used_output_dir_is_not_overwritten(tmp_path, tiny_llama, tiny_tokenizer):
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "metrics.jsonl").write_text('{"step": 1}\n')
