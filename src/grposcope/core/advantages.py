@@ -123,7 +123,7 @@ def pool_advantages(
 def _pool_stats(p: torch.Tensor, unbiased: bool) -> tuple[float, float]:
     p = check_rewards(p.reshape(1, -1), name="pool rewards")[0]  # (P,)
     std = group_std(p, unbiased).item() if p.numel() > 1 else 0.0
-    return group_mean(p.double(), keepdim=False).item(), std
+    return group_mean(p, keepdim=False).item(), std
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from collections import defaultdict
 from typing import Any
 
 from ..rollout import SamplingParams
+from .scoring import scoring_inputs
 
 EVAL_BATCH = 32  # prompts generated at once; bounds memory, not results
 
@@ -15,8 +16,6 @@ def evaluate(trainer: Any, examples: list[dict]) -> dict[str, float]:
     (the weighted reward of the run's reward functions); `eval/accuracy/<level>` per difficulty level."""
     if not examples:
         return {}
-    from .trainer import _scoring_inputs
-
     args = trainer.args
     trainer.model.eval()
     params = SamplingParams(args.max_completion_length, greedy=True)
@@ -24,7 +23,7 @@ def evaluate(trainer: Any, examples: list[dict]) -> dict[str, float]:
     for start in range(0, len(examples), EVAL_BATCH):
         chunk = examples[start : start + EVAL_BATCH]
         rollout = trainer.rollout.generate([e["prompt_text"] for e in chunk], 1, params)
-        scored = trainer.scorer.score(*_scoring_inputs(chunk, rollout.texts, 1, rollout.completion_ids))
+        scored = trainer.scorer.score(*scoring_inputs(chunk, rollout.texts, 1, rollout.completion_ids))
         correct += (scored.rewards >= args.success_threshold).tolist()
     metrics = {"eval/accuracy": sum(correct) / len(correct)}
     by_level: dict[str, list[bool]] = defaultdict(list)

@@ -20,6 +20,7 @@ from .config import GRPOConfig
 from .evaluation import evaluate
 from .geometry import total_steps
 from .policy import TrainBatch, completion_logps
+from .scoring import scoring_inputs
 from .setup import build_run
 
 
@@ -76,7 +77,7 @@ class GRPOTrainer:
         logger = self.logger_factory(self.max_steps)
         if self.geometry.note:
             logger.note(self.geometry.note)
-        before = self.evaluate() if self.eval_examples else {}
+        before = self.evaluate()  # {} without a held-out split
         while self.global_step < self.max_steps:
             generation = self._generate()
             for batch in generation.optimizer_batches(self.args.num_iterations, self.geometry.optimizer_batch):
@@ -113,7 +114,7 @@ class GRPOTrainer:
         params = SamplingParams(args.max_completion_length, args.temperature, args.top_p, args.top_k)
         rollout = self.rollout.generate([e["prompt_text"] for e in examples], g, params)  # N = B * G rows
         t_gen = time.perf_counter() - t0
-        scored = self.scorer.score(*_scoring_inputs(examples, rollout.texts, g, rollout.completion_ids))
+        scored = self.scorer.score(*scoring_inputs(examples, rollout.texts, g, rollout.completion_ids))
         rewards = scored.rewards.view(-1, g)  # (B, G)
         est = self.estimator(rewards)
         loss_mask = rollout.completion_mask.clone()  # (N, T)
@@ -239,18 +240,3 @@ _ADDITIVE = ("loss/policy", "loss/kl")
 
 def _optimizer_batches(n: int, size: int) -> list[torch.Tensor]:
     return list(torch.arange(n).split(size))
-
-
-def _scoring_inputs(examples: list[dict], texts: list[str], g: int, completion_ids: torch.Tensor):
-    """The reward functions' view of a batch, in TRL's convention (chat data gets message completions)."""
-    prompts, completions, columns = [], [], {}
-    for example, start in zip(examples, range(0, len(texts), g)):
-        for text in texts[start : start + g]:
-            prompts.append(example["prompt"])
-            chat = isinstance(example["prompt"], list)
-            completions.append([{"role": "assistant", "content": text}] if chat else text)
-            for key, value in example.items():
-                if key not in ("prompt", "prompt_text"):
-                    columns.setdefault(key, []).append(value)
-    columns["completion_ids"] = [row.tolist() for row in completion_ids]
-    return prompts, completions, columns
