@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from ._tensors import DEFAULT_CHUNK_ROWS, check_rewards, group_std, map_rows
+from ._tensors import DEFAULT_CHUNK_ROWS, check_rewards, group_std, map_rows, weighted_sum
 
 logger = logging.getLogger("grposcope")
 
@@ -57,16 +57,18 @@ def post_collapse_rate(advantages: torch.Tensor, tol: float = ZERO_ADVANTAGE_TOL
 def token_entropy(logits: torch.Tensor, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> torch.Tensor:
     """Entropy in nats of the next-token distribution at every position.  logits (N, T, V) -> (N, T).
 
-    H = logsumexp(z) - sum_v softmax(z)_v * z_v, computed `chunk_rows` rows at a time so that no full
-    (N, T, V) softmax or log-softmax is held at once. Differentiable (for an entropy bonus).
+    H = log S - sum_v e_v (z_v - max z) / S with e = exp(z - max z), S = sum_v e_v, computed `chunk_rows` rows at a time so that no full
+    (N, T, V) softmax or log-softmax is held at once. Differentiable (for an entropy bonus); a measurement
+    alongside log-probs is cheaper with `losses.selective_log_probs(..., with_entropy=True)`.
     """
 
     def entropy_rows(z: torch.Tensor, _rows: slice) -> torch.Tensor:
         z = z.float()  # (rows, V)
-        lse = torch.logsumexp(z, dim=-1)  # (rows,)
-        p = torch.exp(z - lse.unsqueeze(-1))  # (rows, V)
-        pz = torch.where(p > 0, p * z, torch.zeros_like(z))  # a -inf logit has no mass: 0, not 0 * -inf
-        return lse - pz.sum(dim=-1)  # (rows,)
+        # relative to the top logit (H does not depend on a shift): every term has one sign, nothing cancels
+        shifted = z - z.amax(dim=-1, keepdim=True).detach()  # (rows, V), <= 0
+        e = torch.exp(shifted)  # (rows, V)
+        total = e.sum(dim=-1)  # (rows,)
+        return total.log() - weighted_sum(e, shifted) / total  # H = log S - sum_v e_v shifted_v / S
 
     return map_rows(logits, entropy_rows, chunk_rows)
 

@@ -17,6 +17,7 @@ class SamplingParams:
     top_p: float = 1.0
     top_k: int = 0
     greedy: bool = False
+    extra: tuple[tuple[str, object], ...] = ()  # more `generate` keyword arguments, e.g. (("min_new_tokens", 64),)
 
 
 @dataclass

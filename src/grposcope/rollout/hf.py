@@ -6,6 +6,7 @@ import torch
 
 from . import ROLLOUTS
 from .base import Rollout, RolloutBackend, SamplingParams, completion_mask
+from .kv_cache import reserve, reserved_cache
 
 
 @ROLLOUTS.register("transformers")
@@ -25,36 +26,61 @@ class TransformersRollout(RolloutBackend):
 
     @torch.inference_mode()
     def generate(self, prompts: list[str], num_generations: int, params: SamplingParams) -> Rollout:
-        repeated = [p for p in prompts for _ in range(num_generations)]  # group j = rows j*G .. j*G+G-1
-        size = self.batch_size or len(repeated)
-        parts = [self._generate(repeated[i : i + size], params) for i in range(0, len(repeated), size)]
+        """G completions of each prompt; group j is rows j*G .. j*G+G-1."""
+        per_call = max(1, (self.batch_size or len(prompts) * num_generations) // num_generations)
+        parts = [
+            self._generate(prompts[i : i + per_call], num_generations, params)
+            for i in range(0, len(prompts), per_call)
+        ]
         return _concat(parts, self.tokenizer.pad_token_id)
 
-    def _generate(self, prompts: list[str], params: SamplingParams) -> Rollout:
+    def _generate(self, prompts: list[str], g: int, params: SamplingParams) -> Rollout:
         tok = self.tokenizer
         tok.padding_side = "left"
         enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
-        ids, mask = enc["input_ids"], enc["attention_mask"]  # (n, P)
+        ids, mask = enc["input_ids"], enc["attention_mask"]  # (B, P)
         if self.max_prompt_length is not None and ids.shape[1] > self.max_prompt_length:
             ids, mask = ids[:, -self.max_prompt_length :], mask[:, -self.max_prompt_length :]
         ids, mask = ids.to(self.model.device), mask.to(self.model.device)
+        cache = self._prefill(ids, mask, g, ids.shape[1] + params.max_completion_length)
+        ids, mask = ids.repeat_interleave(g, dim=0), mask.repeat_interleave(g, dim=0)  # (B*G, P)
         sampling = {"do_sample": False} if params.greedy else {
             "do_sample": True, "temperature": params.temperature, "top_p": params.top_p, "top_k": params.top_k,
         }
         out = self.model.generate(
             input_ids=ids,
             attention_mask=mask,
+            past_key_values=cache,
             max_new_tokens=params.max_completion_length,
             pad_token_id=tok.pad_token_id,
             eos_token_id=self.eos_ids,
             use_cache=True,
             **sampling,
-        )  # (n, P + T'), T' <= max_completion_length
-        completion_ids = out[:, ids.shape[1] :]  # (n, T')
+            **dict(params.extra),
+        )  # (B*G, P + T'), T' <= max_completion_length
+        completion_ids = out[:, ids.shape[1] :]  # (B*G, T')
         cmask, truncated = completion_mask(completion_ids, self.eos_ids)
         completion_ids = torch.where(cmask.bool(), completion_ids, tok.pad_token_id)
         texts = tok.batch_decode(completion_ids, skip_special_tokens=True)
         return Rollout(ids.cpu(), mask.cpu(), completion_ids.cpu(), cmask.cpu(), truncated.cpu(), texts)
+
+    def _prefill(self, ids: torch.Tensor, mask: torch.Tensor, g: int, capacity: int):
+        """The KV cache of every prompt but its last token, computed once per prompt and copied G times.
+
+        A group's G rows share their prompt, so its forward pass runs once instead of G times; `generate`
+        then starts from the last prompt token, and writes new tokens into the room reserved here.
+        None (generate does it all) for a prompt of one token.
+        """
+        if ids.shape[1] < 2:
+            return None
+        cache = reserved_cache()
+        self.model(
+            input_ids=ids[:, :-1], attention_mask=mask[:, :-1],
+            position_ids=(mask[:, :-1].cumsum(dim=1) - 1).clamp(min=0), past_key_values=cache, use_cache=True,
+            logits_to_keep=1,
+        )
+        reserve(cache, g, capacity)  # (B, ...) -> (B*G, ...)
+        return cache
 
 
 def _eos_ids(model, tokenizer) -> list[int]:

@@ -110,6 +110,9 @@ class GRPOConfig:
     """Top-k sampling (0: off)."""
     use_vllm: bool = False
     """Generate with vLLM (needs a GPU and the vllm package; not available on CPU machines)."""
+    generation_kwargs: dict[str, Any] | None = None
+    """More keyword arguments for transformers' `generate` (TRL), e.g. {"min_new_tokens": 64} or
+    {"repetition_penalty": 1.1}. They override the options above."""
     mask_truncated_completions: bool = False
     """Exclude completions without EOS from the loss (DAPO, arXiv 2503.14476)."""
 
@@ -164,6 +167,9 @@ class GRPOConfig:
     """A completion with reward >= this counts as correct (all-correct vs all-wrong collapse, AVSPO)."""
     kl_bound: float = 0.5
     """The KL-drift alarm fires when the mean per-token KL to the reference exceeds this."""
+    diagnostics: bool = True
+    """Measure token entropy and run the collapse monitor (ACR family, alarms). Turn off only to measure what
+    they cost (bench/step.py): without them there is no `entropy/*`, `collapse/*` history or alarm."""
     torch_threads: int | None = None
     """torch.set_num_threads for the run (default: torch's choice)."""
 

@@ -7,6 +7,7 @@ Setup lives in `setup.py`, evaluation in `evaluation.py`; this file is the loop.
 
 from __future__ import annotations
 
+import inspect
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -14,12 +15,13 @@ from typing import Any
 import torch
 
 from ..core import losses
-from ..core.diagnostics import CollapseMonitor
+from ..core.diagnostics import CollapseMonitor, token_entropy
 from ..rollout import SamplingParams
 from .config import GRPOConfig
 from .evaluation import evaluate
 from .geometry import total_steps
-from .policy import TrainBatch, completion_logps
+from .phases import PhaseTimer
+from .policy import TrainBatch, completion_logits, completion_logps
 from .scoring import scoring_inputs
 from .setup import build_run
 
@@ -45,7 +47,9 @@ class GRPOTrainer:
     Same arguments as TRL's GRPOTrainer: `model` is a model object or a name/path (default: the config's
     `model_name_or_path`); `reward_funcs` a function, a registered name, or a list of them (TRL's signature
     `f(prompts, completions, **columns) -> list[float | None]`); datasets are HF Datasets or lists of dicts
-    with a `prompt`. Without a dataset, the config's `dataset_name` task is loaded.
+    with a `prompt`. Without a dataset, the config's `dataset_name` task is loaded. `callbacks` are objects
+    with a method `on_step_end(trainer, metrics)`, called after every optimizer step (TRL's TrainerCallback,
+    whose methods take `(args, state, control)`, is not accepted).
     """
 
     def __init__(
@@ -56,8 +60,10 @@ class GRPOTrainer:
         train_dataset: Any = None,
         eval_dataset: Any = None,
         processing_class: Any = None,
+        callbacks: list[Any] | None = None,
     ) -> None:
         self.args = args or GRPOConfig()
+        self.callbacks = _check_callbacks(callbacks or [])
         run = build_run(self.args, model, reward_funcs, train_dataset, eval_dataset, processing_class)
         self.model, self.tokenizer, self.ref_model = run.model, run.tokenizer, run.ref_model
         self.geometry, self.stream, self.eval_examples = run.geometry, run.stream, run.eval_examples
@@ -66,6 +72,7 @@ class GRPOTrainer:
         self.monitor = CollapseMonitor(success_threshold=self.args.success_threshold, kl_bound=self.args.kl_bound)
         self.max_steps = total_steps(self.args, self.geometry, len(run.train_examples))
         self.global_step = 0
+        self.timer = PhaseTimer()
         self._pending: tuple[torch.Tensor, torch.Tensor] | None = None  # a generation not yet diagnosed
         self._last_eval: dict[str, float] = {}  # the latest evaluation, reused as "after" when it is current
         self._last_eval_step = -1
@@ -85,6 +92,8 @@ class GRPOTrainer:
                     break
                 metrics = self._step(generation, batch)  # advances global_step
                 logger.log(self.global_step, metrics)
+                for callback in self.callbacks:
+                    callback.on_step_end(self, metrics)
                 if self.global_step % self.args.save_steps == 0:
                     self.save_model(f"checkpoint-{self.global_step}")
         after = self._last_eval if self._last_eval_step == self.global_step else self.evaluate()
@@ -100,6 +109,7 @@ class GRPOTrainer:
         metrics = {**generation.metrics, **self._optimize(batch)}
         self.global_step += 1
         metrics["perf/step_s"] = generation.seconds + time.perf_counter() - t0
+        metrics.update(self.timer.take())  # the phases of this step (and of its generation, on its first)
         generation.seconds = 0.0
         if self.args.eval_steps and self.global_step % self.args.eval_steps == 0:
             metrics.update(self.evaluate())
@@ -107,23 +117,27 @@ class GRPOTrainer:
 
     def _generate(self) -> Generation:
         """Sample prompts, generate, score, compute advantages and the collapse diagnostics."""
-        t0 = time.perf_counter()
+        t0, timer = time.perf_counter(), self.timer
         args, g = self.args, self.args.num_generations
         examples = self.stream.take(self.geometry.prompts_per_generation)  # B prompts
         self.model.eval()  # generate() keeps the mode it finds: no dropout (e.g. LoRA's) while sampling
-        params = SamplingParams(args.max_completion_length, args.temperature, args.top_p, args.top_k)
-        rollout = self.rollout.generate([e["prompt_text"] for e in examples], g, params)  # N = B * G rows
+        extra = tuple(sorted((args.generation_kwargs or {}).items()))
+        params = SamplingParams(args.max_completion_length, args.temperature, args.top_p, args.top_k, extra=extra)
+        with timer("generation"):
+            rollout = self.rollout.generate([e["prompt_text"] for e in examples], g, params)  # N = B * G rows
         t_gen = time.perf_counter() - t0
-        scored = self.scorer.score(*scoring_inputs(examples, rollout.texts, g, rollout.completion_ids))
-        rewards = scored.rewards.view(-1, g)  # (B, G)
-        est = self.estimator(rewards)
+        with timer("scoring"):  # rewards and advantages
+            scored = self.scorer.score(*scoring_inputs(examples, rollout.texts, g, rollout.completion_ids))
+            rewards = scored.rewards.view(-1, g)  # (B, G)
+            est = self.estimator(rewards)
         loss_mask = rollout.completion_mask.clone()  # (N, T)
         if args.mask_truncated_completions:
             loss_mask[rollout.truncated] = 0
         batch = TrainBatch(
             rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids, loss_mask, est.advantages.reshape(-1)
         )
-        batch.old_logp, batch.ref_logp = self._old_and_ref_logps(batch)
+        with timer("logprobs"):
+            batch.old_logp, batch.ref_logp = self._old_and_ref_logps(batch)
         lengths = rollout.lengths.float()
         metrics = {
             **scored.metrics,
@@ -144,38 +158,58 @@ class GRPOTrainer:
 
     def _optimize(self, batch: TrainBatch) -> dict[str, float]:
         """One optimizer step over `batch` in micro-batches; then the collapse monitor's update."""
-        args, t0 = self.args, time.perf_counter()
+        args, t0, timer = self.args, time.perf_counter(), self.timer
         self.model.train()
         counts = {"num_tokens": batch.loss_mask.sum(), "num_sequences": len(batch)}
         metrics: dict[str, float] = {}
-        for rows in _optimizer_batches(len(batch), self.geometry.micro_batch):
-            micro = batch.rows(rows)
+        for rows in _length_buckets(batch, self.geometry.micro_batch, self.args.num_generations):
+            micro = batch.rows(rows)  # its padding columns cut away
             for name, value in self._micro_step(micro, counts).items():
                 # loss shares are already normalised by the whole batch: they add up; the rest is averaged
                 weight = 1.0 if name in _ADDITIVE else len(micro) / len(batch)
                 metrics[name] = metrics.get(name, 0.0) + value * weight
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), args.max_grad_norm or float("inf"))
-        self.optimizer.step()
-        self.scheduler.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        with timer("optimizer"):
+            grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), args.max_grad_norm or float("inf"))
+            self.optimizer.step()
+            self.scheduler.step()
+            self.optimizer.zero_grad(set_to_none=True)
         train_tokens = (batch.prompt_mask.sum() + batch.loss_mask.sum()).item()
         metrics["grad_norm"] = grad_norm.item()
+        metrics["perf/train_tokens"] = train_tokens
         metrics["perf/train_tokens_per_s"] = train_tokens / (time.perf_counter() - t0)
-        if self._pending is not None:  # the first step of a generation diagnoses it, with this entropy
+        if self._pending is not None and args.diagnostics:  # a generation's first step diagnoses it
             rewards, adv = self._pending
-            metrics.update(
-                self.monitor.update(rewards, adv, entropy=metrics["entropy/mean"], kl=metrics.get("kl/mean"))
-            )
+            with timer("diagnostics"):
+                metrics.update(
+                    self.monitor.update(rewards, adv, entropy=metrics["entropy/mean"], kl=metrics.get("kl/mean"))
+                )
             metrics["sampler/informative_frac"] = 1.0 - metrics["collapse/acr_post"]
-            self._pending = None
+        self._pending = None
         return metrics
 
     def _micro_step(self, micro: TrainBatch, counts: dict[str, Any]) -> dict[str, float]:
         """Forward, loss, backward on one micro-batch; returns its metrics."""
+        args, timer = self.args, self.timer
+        measure = args.diagnostics and args.entropy_coef == 0  # entropy as a by-product of the log-probs
+        with timer("logprobs"):
+            logits = completion_logits(self.model, micro, args.temperature)  # (n, T, V)
+            tokens = micro.completion_ids.to(logits.device)  # (n, T)
+            logp, entropy = losses.selective_log_probs(logits, tokens, with_entropy=True) if measure else (
+                losses.selective_log_probs(logits, tokens), None)  # (n, T), (n, T) or None
+            if args.entropy_coef > 0:  # a loss term: differentiable
+                entropy = token_entropy(logits)  # (n, T)
+        with timer("logprobs"):
+            loss, metrics = self._loss(micro, logp, entropy, counts)
+        with timer("backward"):
+            loss.backward()
+        if entropy is not None:
+            mask = micro.loss_mask.bool()
+            metrics["entropy/mean"] = entropy[mask].mean().item() if mask.any() else 0.0
+        return metrics
+
+    def _loss(self, micro: TrainBatch, logp: torch.Tensor, entropy: torch.Tensor | None, counts: dict[str, Any]):
+        """The policy loss, plus the KL and entropy terms when they are on; (loss, metrics)."""
         args = self.args
-        logp, entropy = completion_logps(
-            self.model, micro, args.temperature, with_entropy=True, entropy_grad=args.entropy_coef > 0
-        )
         old = micro.old_logp if micro.old_logp is not None else logp.detach()
         kwargs = {"aggregation": args.aggregation, "max_completion_length": args.max_completion_length, **counts}
         loss, metrics = losses.policy_loss(
@@ -195,10 +229,7 @@ class GRPOTrainer:
             raise FloatingPointError(
                 f"non-finite loss at step {self.global_step + 1}: lower learning_rate or check the rewards"
             )
-        loss.backward()
-        mask = micro.loss_mask.bool()
-        metrics["entropy/mean"] = entropy[mask].mean().item() if mask.any() else 0.0
-        return metrics
+        return loss, metrics
 
     @torch.no_grad()
     def _old_and_ref_logps(self, batch: TrainBatch) -> tuple[torch.Tensor | None, torch.Tensor | None]:
@@ -236,6 +267,33 @@ class GRPOTrainer:
 
 
 _ADDITIVE = ("loss/policy", "loss/kl")
+
+
+def _check_callbacks(callbacks: list[Any]) -> list[Any]:
+    for callback in callbacks:
+        hook = getattr(callback, "on_step_end", None)
+        if hook is None or "control" in inspect.signature(hook).parameters:
+            raise TypeError(
+                f"{type(callback).__name__} is not a grposcope callback: give it a method "
+                "on_step_end(trainer, metrics) (TRL's TrainerCallback takes other arguments)"
+            )
+    return list(callbacks)
+
+
+def _length_buckets(batch: TrainBatch, size: int, group: int) -> list[torch.Tensor]:
+    """Micro-batches of `size` rows that hold completions of similar length, so that little padding is
+    computed: groups ordered by their longest completion, rows within a group by length. Groups stay
+    together (when size >= group), so that a micro-batch can share each prompt's forward pass.
+    The loss is a sum over rows normalised by whole-batch counts: the order changes only rounding."""
+    lengths = batch.loss_mask.sum(dim=1)  # (n,)
+    n = len(batch)
+    if n % group:
+        return _optimizer_batches(n, size)
+    by_group = lengths.view(-1, group)  # (n / group, group)
+    within = by_group.argsort(dim=1, stable=True)  # (n / group, group)
+    groups = by_group.amax(dim=1).argsort(stable=True)  # (n / group,)
+    order = (groups.unsqueeze(1) * group + within[groups]).reshape(-1)  # (n,)
+    return list(order.split(size))
 
 
 def _optimizer_batches(n: int, size: int) -> list[torch.Tensor]:

@@ -1,0 +1,269 @@
+"""One GRPO step, grposcope against TRL, on the embedded SmolLM2-135M: speed, phases, FLOP floor, memory.
+
+Both trainers get the same config: the same two prompts every step, G = 8 completions each, exactly
+`--length` new tokens per completion (`min_new_tokens` = `max_completion_length`, so that both do the same
+work), temperature 1, beta 0, one iteration per batch, full fine-tuning, fp32, `--threads` threads.
+Each trainer lives in its own process (so that each has its own peak memory); the parent alternates them,
+one step at a time, so that slow drifts of the machine hit both alike. A third process runs grposcope with
+its diagnostics off, which prices them.
+
+    .venv/bin/python bench/step.py                    # 1 warm-up + 5 measured steps each (~8 min)
+    .venv/bin/python bench/step.py --steps 10 --json bench/results/step.json
+    .venv/bin/python bench/step.py --free-length      # natural completion lengths (EOS allowed)
+
+Needs TRL (`pip install -e ".[bench]"`). Nothing else may run on the machine meanwhile: on 2 cores a second
+busy process slows both many times over.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import (  # noqa: E402
+    MatmulWeights, copy_gbps, entropy_cost_s, floor_flops, matmul_gflops, median_spread, peak_rss_mib,
+)
+
+MODEL = "embedded:smollm2-135m-instruct"
+PHASES = ("generation", "scoring", "logprobs", "backward", "optimizer", "diagnostics")
+TRAINERS = ("grposcope", "trl", "grposcope-nodiag")
+
+
+def bench_prompts(n: int) -> list[dict]:
+    """n arithmetic prompts as chat messages, with their `answer` column (the same for both trainers)."""
+    from grposcope.data.arithmetic import build_arithmetic
+
+    examples, _ = build_arithmetic(n, seed=0, levels=("medium",))
+    return [{"prompt": e["prompt"], "answer": e["answer"]} for e in examples[:n]]
+
+
+# --- workers: one trainer each, stepping when the parent says "go" ------------------------------------
+
+
+class Gate:
+    """Blocks a trainer after each step until the parent sends the next "go"; reports each step."""
+
+    def __init__(self, conn):
+        self.conn, self.t0 = conn, None
+
+    def wait(self) -> None:
+        if self.conn.recv() != "go":
+            raise SystemExit(0)
+        self.t0 = time.perf_counter()
+
+    def report(self, record: dict) -> None:
+        record["step_s"] = time.perf_counter() - self.t0
+        self.conn.send(record)
+        self.wait()
+
+
+def grposcope_worker(conn, opts: dict, diagnostics: bool) -> None:
+    import torch
+
+    from grposcope import GRPOConfig, GRPOTrainer
+    from grposcope.rewards import accuracy_reward
+
+    torch.set_num_threads(opts["threads"])
+    gate = Gate(conn)
+
+    class OnStep:
+        def on_step_end(self, trainer, metrics):
+            record = {k: v for k, v in metrics.items() if k.startswith("perf/") or k.startswith("completion/")}
+            record["weights"] = MatmulWeights.of(trainer.model).__dict__
+            gate.report(record)
+
+    config = GRPOConfig(
+        output_dir=tempfile.mkdtemp(prefix="bench-grposcope-"), overwrite_output_dir=True, seed=opts["seed"],
+        model_name_or_path=MODEL, per_device_train_batch_size=opts["completions"],
+        gradient_accumulation_steps=1, num_generations=opts["generations"],
+        max_completion_length=opts["length"], temperature=1.0, beta=0.0, num_iterations=1,
+        learning_rate=1e-6, max_steps=opts["warmup"] + opts["steps"], save_steps=10_000, logging_steps=10_000,
+        generation_kwargs=opts["generation_kwargs"], diagnostics=diagnostics, torch_threads=opts["threads"],
+    )
+    trainer = GRPOTrainer(args=config, reward_funcs=accuracy_reward, train_dataset=opts["prompts"],
+                          callbacks=[OnStep()])
+    conn.send({"ready": True})
+    gate.wait()
+    trainer.train()
+    conn.send({"done": True, "peak_rss_mib": peak_rss_mib()})
+
+
+def trl_worker(conn, opts: dict) -> None:
+    import torch
+    from datasets import Dataset
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from grposcope.models import load_model
+    from grposcope.rewards import accuracy_reward
+
+    torch.set_num_threads(opts["threads"])
+    gate = Gate(conn)
+    model, tokenizer = load_model(MODEL)
+
+    class OnStep(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            # logging_steps=1: TRL logs after every step (its step's end), so this is where it waits
+            logs = logs or {}
+            gate.report({"completion/mean_length": logs.get("completions/mean_length"),
+                         "num_tokens": logs.get("num_tokens")})
+
+    config = GRPOConfig(
+        output_dir=tempfile.mkdtemp(prefix="bench-trl-"), seed=opts["seed"], per_device_train_batch_size=opts[
+            "completions"], gradient_accumulation_steps=1, num_generations=opts["generations"],
+        max_completion_length=opts["length"], temperature=1.0, beta=0.0, num_iterations=1, learning_rate=1e-6,
+        max_steps=opts["warmup"] + opts["steps"], logging_steps=1, save_strategy="no", report_to="none",
+        use_cpu=True, bf16=False, disable_tqdm=True, generation_kwargs=opts["generation_kwargs"],
+    )
+    trainer = GRPOTrainer(model=model, args=config, reward_funcs=accuracy_reward, processing_class=tokenizer,
+                          train_dataset=Dataset.from_list(opts["prompts"]), callbacks=[OnStep()])
+    conn.send({"ready": True})
+    gate.wait()
+    trainer.train()
+    conn.send({"done": True, "peak_rss_mib": peak_rss_mib()})
+
+
+def start(kind: str, opts: dict):
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe()
+    if kind == "trl":
+        proc = ctx.Process(target=trl_worker, args=(child, opts))
+    else:
+        proc = ctx.Process(target=grposcope_worker, args=(child, opts, kind == "grposcope"))
+    proc.start()
+    return proc, parent
+
+
+# --- the parent: alternate, then report ---------------------------------------------------------------
+
+
+def run(args) -> dict:
+    kinds = [k for k in TRAINERS if not (args.no_trl and k == "trl") and not (args.no_nodiag and k.endswith("nodiag"))]
+    import torch
+
+    torch.set_num_threads(args.threads)
+    gflops, gbps = matmul_gflops(), copy_gbps()
+    print(f"fp32 matmul rate (2048^3, {args.threads} threads, best of 5): {gflops:.1f} GFLOP/s; "
+          f"memory bandwidth (512 MB copy): {gbps:.1f} GB/s", flush=True)
+    opts = {
+        "threads": args.threads, "seed": args.seed, "completions": args.prompts * args.generations,
+        "generations": args.generations, "length": args.length, "warmup": args.warmup, "steps": args.steps,
+        "prompts": bench_prompts(args.prompts),
+        "generation_kwargs": None if args.free_length else {"min_new_tokens": args.length},
+    }
+    workers = {kind: start(kind, opts) for kind in kinds}  # they load their models while the parent waits
+    for kind, (_, conn) in workers.items():  # no step starts while another process still loads
+        conn.recv()
+    records: dict[str, list[dict]] = {kind: [] for kind in kinds}
+    for step in range(args.warmup + args.steps):
+        for kind in kinds:
+            _, conn = workers[kind]
+            conn.send("go")
+            record = conn.recv()
+            records[kind].append(record)
+            print(f"step {step + 1} {kind:>17}: {record['step_s']:.2f} s", flush=True)
+    peaks = {}
+    for kind, (proc, conn) in workers.items():
+        conn.send("go")  # lets train() finish
+        while True:
+            message = conn.recv()
+            if message.get("done"):
+                peaks[kind] = message["peak_rss_mib"]
+                break
+            conn.send("go")
+        proc.join()
+    plain, with_entropy = entropy_cost_s(opts["completions"], args.length, 49152)  # the workers are done
+    return summarize(args, gflops, gbps, records, peaks, with_entropy - plain)
+
+
+def summarize(args, gflops: float, gbps: float, records: dict, peaks: dict, entropy_s: float) -> dict:
+    measured = {kind: recs[args.warmup :] for kind, recs in records.items()}
+    n = args.prompts * args.generations
+    result: dict = {"matmul_gflops": gflops, "copy_gbps": gbps, "entropy_s": entropy_s, "config": vars(args),
+                    "trainers": {}}
+    for kind, recs in measured.items():
+        times = [r["step_s"] for r in recs]
+        result["trainers"][kind] = {
+            "step_s": times, "completions_per_s": [n / t for t in times], "peak_rss_mib": peaks.get(kind),
+            "completion_mean_length": [r.get("completion/mean_length") for r in recs],
+        }
+    ours = measured["grposcope"]
+    weights = MatmulWeights(**ours[0]["weights"])
+    floors, shared, decode = [], [], []
+    for r in ours:
+        completion = r["completion/mean_length"] * n
+        prompt = r["perf/train_tokens"] - completion
+        floors.append(floor_flops(weights, prompt, completion, n) / (gflops * 1e9))
+        # each prompt once per group, as grposcope computes it (generation prefill and update)
+        shared.append(floor_flops(weights, prompt / args.generations, completion, n) / (gflops * 1e9))
+        # a decode step reads every weight once: the generation's memory floor
+        decode.append(4 * weights.with_head * r["completion/mean_length"] / (gbps * 1e9))
+    result["floor_s"], result["floor_shared_prompt_s"], result["decode_memory_floor_s"] = floors, shared, decode
+    result["phases"] = {p: [r[f"perf/{p}_s"] for r in ours] for p in PHASES}
+    print_report(result, n)
+    return result
+
+
+def print_report(result: dict, n: int) -> None:
+    t = result["trainers"]
+    print(f"\n{n} completions per step; medians (min-max) over {len(t['grposcope']['step_s'])} measured steps")
+    print(f"{'trainer':>17} | {'step s':>17} | {'completions/s':>17} | {'mean length':>11} | peak RSS MiB")
+    for kind, r in t.items():
+        lengths = [x for x in r["completion_mean_length"] if x is not None]
+        mean_len = f"{statistics.mean(lengths):.1f}" if lengths else "-"
+        print(f"{kind:>17} | {median_spread(r['step_s']):>17} | {median_spread(r['completions_per_s']):>17} | "
+              f"{mean_len:>11} | {r['peak_rss_mib']:.0f}")
+    ours = statistics.median(t["grposcope"]["completions_per_s"])
+    if "trl" in t:
+        print(f"grposcope / TRL completions per second: {ours / statistics.median(t['trl']['completions_per_s']):.2f}x")
+    step = statistics.median(t["grposcope"]["step_s"])
+    floor = statistics.median(result["floor_s"])
+    shared = statistics.median(result["floor_shared_prompt_s"])
+    print(f"FLOP floor at {result['matmul_gflops']:.1f} GFLOP/s: {floor:.2f} s (every sequence's prompt counted); "
+          f"grposcope step / floor: {step / floor:.2f}x")
+    print(f"  with each prompt counted once per group (what grposcope computes): {shared:.2f} s; "
+          f"step / that floor: {step / shared:.2f}x")
+    print(f"  generation's memory floor (all weights read once per decode step at {result['copy_gbps']:.1f} GB/s): "
+          f"{statistics.median(result['decode_memory_floor_s']):.2f} s")
+    print("grposcope phases, median s (share of the median step):")
+    for phase, values in result["phases"].items():
+        print(f"  {phase:>12}: {statistics.median(values):7.3f} ({statistics.median(values) / step:6.1%})")
+    monitor = statistics.median(result["phases"]["diagnostics"])
+    print(f"diagnostics: entropy {result['entropy_s']:.3f} s (log-probs with it minus without, same shapes) + "
+          f"monitor {monitor:.3f} s = {(result['entropy_s'] + monitor) / step:.2%} of a step")
+    if "grposcope-nodiag" in t:
+        off = statistics.median(t["grposcope-nodiag"]["step_s"])
+        print(f"  step with diagnostics off {median_spread(t['grposcope-nodiag']['step_s'])} s vs on "
+              f"{median_spread(t['grposcope']['step_s'])} s: {(step - off) / off:+.1%} (within step-to-step spread)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=5, help="measured steps per trainer")
+    parser.add_argument("--warmup", type=int, default=1, help="steps per trainer not measured")
+    parser.add_argument("--prompts", type=int, default=2)
+    parser.add_argument("--generations", type=int, default=8)
+    parser.add_argument("--length", type=int, default=64, help="max_completion_length (and min_new_tokens)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--free-length", action="store_true", help="let completions stop at EOS")
+    parser.add_argument("--no-trl", action="store_true", help="grposcope only")
+    parser.add_argument("--no-nodiag", action="store_true", help="skip the diagnostics-off run")
+    parser.add_argument("--json", help="also write the figures to this file")
+    args = parser.parse_args()
+    result = run(args)
+    if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
