@@ -54,10 +54,11 @@ def completion_logits(model, batch: TrainBatch, temperature: float) -> torch.Ten
     Position ids follow the attention mask, as in generation: with left padding, the first real token of
     every row is position 0, so these are the distributions that sampled the tokens.
     """
-    prompts, inverse = torch.unique_consecutive(batch.prompt_ids, dim=0, return_inverse=True)  # (U, P), (n,)
-    same_masks = torch.equal(batch.prompt_mask, batch.prompt_mask[_first_rows(inverse)][inverse])
-    if len(prompts) < len(batch) and same_masks:
-        logits = _shared_prompt_logits(model, batch, inverse)
+    _, inverse = torch.unique_consecutive(batch.prompt_ids, dim=0, return_inverse=True)  # (n,)
+    first = _first_rows(inverse)  # (U,) a row of each distinct prompt
+    same_masks = torch.equal(batch.prompt_mask, batch.prompt_mask[first][inverse])
+    if len(first) < len(batch) and same_masks:
+        logits = _shared_prompt_logits(model, batch, first, inverse)
     else:
         logits = _full_row_logits(model, batch)
     return logits if temperature == 1.0 else logits / temperature  # no (n, T, V) copy at temperature 1
@@ -77,10 +78,10 @@ def _full_row_logits(model, batch: TrainBatch) -> torch.Tensor:
     return out.logits[:, :-1]  # (n, T, V): position t predicts completion token t
 
 
-def _shared_prompt_logits(model, batch: TrainBatch, inverse: torch.Tensor) -> torch.Tensor:
-    """The prompt once per distinct prompt (U of them), then the completions of all n rows on its cache."""
+def _shared_prompt_logits(model, batch: TrainBatch, first: torch.Tensor, inverse: torch.Tensor) -> torch.Tensor:
+    """The prompt once per distinct prompt (rows `first`, U of them), then the completions of all n rows on
+    its cache (`inverse` maps each row to its prompt)."""
     device = _device(model)
-    first = _first_rows(inverse)  # (U,) a row of each distinct prompt
     prompt_ids, prompt_mask = batch.prompt_ids[first].to(device), batch.prompt_mask[first].to(device)  # (U, P)
     prompt = model(
         input_ids=prompt_ids, attention_mask=prompt_mask,
@@ -114,14 +115,16 @@ def _device(model) -> torch.device:
 
 
 def completion_logps(
-    model, batch: TrainBatch, temperature: float, with_entropy: bool, entropy_grad: bool = False
+    model, batch: TrainBatch, temperature: float, with_entropy: bool = False, entropy_grad: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Log-probs of the completion tokens (n, T), and their entropies (n, T) if asked (TRL's temperature)."""
+    """Log-probs of the completion tokens (n, T), and their entropies (n, T) if asked (TRL's temperature).
+
+    A measured entropy comes from the log-probs' own pass over the logits; with `entropy_grad` (an entropy
+    bonus in the loss) it is computed on its own, differentiably.
+    """
     logits = completion_logits(model, batch, temperature)  # (n, T, V)
-    device = logits.device
-    logp = losses.selective_log_probs(logits, batch.completion_ids.to(device))  # (n, T)
-    entropy = None
-    if with_entropy:
-        with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
-            entropy = diagnostics.token_entropy(logits if entropy_grad else logits.detach())  # (n, T)
-    return logp, entropy
+    tokens = batch.completion_ids.to(logits.device)  # (n, T)
+    if with_entropy and not entropy_grad:
+        return losses.selective_log_probs(logits, tokens, with_entropy=True)
+    logp = losses.selective_log_probs(logits, tokens)  # (n, T)
+    return logp, diagnostics.token_entropy(logits) if with_entropy else None

@@ -15,13 +15,13 @@ from typing import Any
 import torch
 
 from ..core import losses
-from ..core.diagnostics import CollapseMonitor, token_entropy
+from ..core.diagnostics import CollapseMonitor
 from ..rollout import SamplingParams
 from .config import GRPOConfig
 from .evaluation import evaluate
 from .geometry import total_steps
 from .phases import PhaseTimer
-from .policy import TrainBatch, completion_logits, completion_logps
+from .policy import TrainBatch, completion_logps
 from .scoring import scoring_inputs
 from .setup import build_run
 
@@ -190,15 +190,11 @@ class GRPOTrainer:
     def _micro_step(self, micro: TrainBatch, counts: dict[str, Any]) -> dict[str, float]:
         """Forward, loss, backward on one micro-batch; returns its metrics."""
         args, timer = self.args, self.timer
-        measure = args.diagnostics and args.entropy_coef == 0  # entropy as a by-product of the log-probs
-        with timer("logprobs"):
-            logits = completion_logits(self.model, micro, args.temperature)  # (n, T, V)
-            tokens = micro.completion_ids.to(logits.device)  # (n, T)
-            logp, entropy = losses.selective_log_probs(logits, tokens, with_entropy=True) if measure else (
-                losses.selective_log_probs(logits, tokens), None)  # (n, T), (n, T) or None
-            if args.entropy_coef > 0:  # a loss term: differentiable
-                entropy = token_entropy(logits)  # (n, T)
-        with timer("logprobs"):
+        with timer("logprobs"):  # the entropy comes with the log-probs (a loss term when entropy_coef > 0)
+            logp, entropy = completion_logps(
+                self.model, micro, args.temperature, with_entropy=args.diagnostics or args.entropy_coef > 0,
+                entropy_grad=args.entropy_coef > 0,
+            )  # (n, T), (n, T) or None
             loss, metrics = self._loss(micro, logp, entropy, counts)
         with timer("backward"):
             loss.backward()
