@@ -137,9 +137,10 @@ def test_lora_run_measures_kl_to_the_adapters_off_policy_at_beta_0(tmp_path, tin
 def test_a_used_output_dir_is_not_overwritten(tmp_path, tiny_llama, tiny_tokenizer):
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "metrics.jsonl").write_text('{"step": 1}\n')
-    with pytest.raises(ValueError, match="already holds a run"):
-        GRPOTrainer(model=tiny_llama, processing_class=tiny_tokenizer, reward_funcs=text_length,
-                    train_dataset=DATA, args=tiny_config(tmp_path))
+    trainer = GRPOTrainer(model=tiny_llama, processing_class=tiny_tokenizer, reward_funcs=text_length,
+                          train_dataset=DATA, args=tiny_config(tmp_path))
+    with pytest.raises(ValueError, match="already holds a run.*--resume"):  # checked when train() starts
+        trainer.train()
     assert (tmp_path / "run" / "metrics.jsonl").read_text() == '{"step": 1}\n'
 
 

@@ -35,12 +35,14 @@ def train(
     ctx: typer.Context,
     config: Optional[Path] = typer.Option(None, "--config", help="A YAML file of GRPOConfig options."),
     preset_name: Optional[str] = typer.Option(None, "--preset", help="A named preset (default with no arguments: quickstart)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue from the newest complete checkpoint in output_dir."),
 ) -> None:
     """Train with GRPO. Any GRPOConfig option can be given as --name value (see docs/usage.md)."""
     from .presets import preset
     from .trainer import GRPOConfig, GRPOTrainer
 
     _console_logging()
+    args = None
     try:
         overrides = parse_overrides(ctx.args)
         values: dict[str, Any] = {}
@@ -49,11 +51,25 @@ def train(
         if config is not None:
             values.update(read_yaml(config))
         values.update(overrides)
+        if resume:
+            values["resume_from_checkpoint"] = True
         args = GRPOConfig.from_dict(coerce_all(values))
         GRPOTrainer(args=args).train()
-    except (ValueError, TypeError, FileNotFoundError, RuntimeError) as err:
+    except (ValueError, TypeError, FileNotFoundError, RuntimeError, FloatingPointError) as err:
         typer.secho(f"error: {err}", fg="red", err=True)
+        _say_how_to_resume(args)
         raise typer.Exit(1) from None
+
+
+def _say_how_to_resume(args: Any) -> None:
+    """After a failed run: where its last checkpoint is, so that no step done so far is lost."""
+    if args is None:
+        return
+    from .trainer.checkpoint import latest_checkpoint
+
+    last = latest_checkpoint(args.output_dir)
+    if last is not None:
+        typer.echo(f"the run's last checkpoint is {last}; once fixed, continue it by adding --resume", err=True)
 
 
 def read_yaml(path: Path) -> dict[str, Any]:

@@ -39,7 +39,14 @@ class GRPOConfig:
     logging_steps: int = 10
     """Print a line (or refresh the progress bar's figures) every this many steps; metrics.jsonl gets every step."""
     save_steps: int = 500
-    """Save the model every this many steps (and at the end)."""
+    """Write a checkpoint every this many steps: weights, optimizer, scheduler, RNGs, data position, estimator,
+    monitor and sampler state, written atomically (see docs/reliability.md). The final model is saved too."""
+    save_total_limit: int | None = None
+    """Keep only the newest this many checkpoints (None: keep all). A 135M model's checkpoint is about 1.6 GB
+    (weights and AdamW's two moments)."""
+    resume_from_checkpoint: str | bool | None = None
+    """Continue a run: True (the CLI's --resume) from the newest complete checkpoint in output_dir, or a
+    checkpoint folder. The resumed steps equal those of an uninterrupted run with the same seed."""
     eval_steps: int | None = None
     """Measure `eval/accuracy` on the held-out split every this many steps (None: only before and after)."""
 
@@ -123,6 +130,9 @@ class GRPOConfig:
     """AdamW weight decay."""
     max_grad_norm: float = 1.0
     """Clip the global gradient norm to this (0: no clipping)."""
+    max_bad_steps: int = 10
+    """An update whose loss or gradient is NaN or inf is skipped (the weights stay as they were) and counted in
+    `loss/skipped_updates`; once more than this many were skipped, the run stops with an error."""
     lr_scheduler_type: str = "linear"
     """"linear" decay to 0, "cosine", or "constant"."""
     warmup_ratio: float = 0.0
@@ -181,6 +191,10 @@ class GRPOConfig:
                 f"num_generations must be >= 2 (got {self.num_generations}): GRPO compares completions of the "
                 "same prompt, so a group of one has no advantage. Use 8 (the usual) or more."
             )
+        if self.max_bad_steps < 0:
+            raise ValueError(f"max_bad_steps must be >= 0 (0: stop at the first NaN/inf), got {self.max_bad_steps}")
+        if self.save_total_limit is not None and self.save_total_limit < 1:
+            raise ValueError(f"save_total_limit must be >= 1 or None (keep all), got {self.save_total_limit}")
         if self.max_completion_length <= 0:
             raise ValueError(f"max_completion_length must be > 0 tokens, got {self.max_completion_length}")
         if self.max_prompt_length is not None and self.max_prompt_length <= 0:

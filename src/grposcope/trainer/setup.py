@@ -8,9 +8,10 @@ from __future__ import annotations
 import contextlib
 import copy
 import inspect
-import os
 import random
+import shutil
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 import torch
@@ -36,7 +37,7 @@ class Run:
     rollout: Any
     optimizer: torch.optim.Optimizer
     scheduler: Any
-    logger_factory: Callable[[int], Any]
+    logger_factory: Callable[[int, int], Any]  # (total_steps, resume_step) -> RunLogger
 
 
 def build_run(args: GRPOConfig, model, reward_funcs, train_dataset, eval_dataset, processing_class) -> Run:
@@ -70,25 +71,36 @@ def build_run(args: GRPOConfig, model, reward_funcs, train_dataset, eval_dataset
     scheduler = make_scheduler(args, optimizer, steps)
     rollout = ROLLOUTS.make("vllm" if args.use_vllm else "transformers", model=model, tokenizer=tokenizer,
                             max_prompt_length=args.max_prompt_length)
-    check_output_dir(args)
 
-    def logger_factory(total: int) -> RunLogger:
+    def logger_factory(total: int, resume_step: int) -> RunLogger:
+        # resume_step 0: a new run starts metrics.jsonl afresh; N: lines after checkpoint N are dropped
         return RunLogger(args.output_dir, args.report_to, run_name=args.run_name, config=args.to_dict(),
-                         total_steps=total, logging_steps=args.logging_steps, resume_step=0)
+                         total_steps=total, logging_steps=args.logging_steps, resume_step=resume_step)
 
     return Run(model, tokenizer, reference_policy(args, model), geometry, PromptStream(train, args.seed),
                train, evals, scorer, make_estimator(args), rollout, optimizer, scheduler, logger_factory)
 
 
-def check_output_dir(args: GRPOConfig) -> None:
-    """A new run never overwrites an earlier one's metrics unless asked to."""
-    metrics = os.path.join(args.output_dir, "metrics.jsonl")
-    if os.path.exists(metrics) and os.path.getsize(metrics) > 0 and not args.overwrite_output_dir:
+def check_output_dir(args: GRPOConfig) -> list[str]:
+    """A new run never overwrites an earlier one unless asked to; returns what it removed, as notes.
+
+    With overwrite_output_dir the earlier run's checkpoints go too: left in place, a later --resume would
+    continue the old run's weights with the new run's metrics.
+    """
+    root = Path(args.output_dir)
+    metrics = root / "metrics.jsonl"
+    checkpoints = sorted(root.glob("checkpoint-*")) if root.is_dir() else []
+    used = (metrics.is_file() and metrics.stat().st_size > 0) or bool(checkpoints)
+    if used and not args.overwrite_output_dir:
         raise ValueError(
-            f"{args.output_dir} already holds a run (metrics.jsonl): choose another output_dir, or set "
-            "overwrite_output_dir=True to replace it"
+            f"{args.output_dir} already holds a run (metrics.jsonl or checkpoints): continue it with --resume "
+            "(resume_from_checkpoint=True), choose another output_dir, or set overwrite_output_dir=True to "
+            "replace it"
         )
-    os.makedirs(args.output_dir, exist_ok=True)
+    for folder in checkpoints:
+        shutil.rmtree(folder)
+    root.mkdir(parents=True, exist_ok=True)
+    return [f"overwrite_output_dir: removed {len(checkpoints)} checkpoint(s) of the earlier run"] if checkpoints else []
 
 
 def seed_everything(seed: int) -> None:

@@ -2,7 +2,8 @@
 
 One step, top to bottom (`_generate` then `_optimize`):
     sample prompts -> generate G completions each -> score -> advantages -> loss and update -> diagnose -> log
-Setup lives in `setup.py`, evaluation in `evaluation.py`; this file is the loop.
+Setup lives in `setup.py`, evaluation in `evaluation.py`, checkpoint files in `checkpoint.py`; this file is
+the loop and what a checkpoint holds of it (`state_dict`).
 """
 
 from __future__ import annotations
@@ -10,35 +11,57 @@ from __future__ import annotations
 import inspect
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from ..core import losses
 from ..core.diagnostics import CollapseMonitor
+from ..logging.backends import METRICS_FILE
 from ..rollout import SamplingParams
+from . import checkpoint
 from .config import GRPOConfig
 from .evaluation import evaluate
 from .geometry import total_steps
 from .phases import PhaseTimer
 from .policy import TrainBatch, completion_logps
 from .scoring import scoring_inputs
-from .setup import build_run
+from .setup import build_run, check_output_dir
 
 
 @dataclass
 class Generation:
-    """One generation batch, scored, with its advantages: what the optimizer steps of this batch consume."""
+    """One generation batch, scored, with its advantages, and the optimizer steps it feeds."""
 
     batch: TrainBatch
     metrics: dict[str, float]
     seconds: float  # generating and scoring it: charged to the first optimizer step it feeds
+    plan: list[torch.Tensor]  # the rows of each optimizer step it feeds, in order
+    taken: int = 0  # optimizer steps fed so far
 
-    def optimizer_batches(self, iterations: int, size: int):
-        """The optimizer steps this generation feeds: `iterations` passes over it, `size` completions each."""
-        for _ in range(iterations):
-            for rows in _optimizer_batches(len(self.batch), size):
-                yield self.batch.rows(rows)
+    @classmethod
+    def planned(cls, batch: TrainBatch, metrics: dict[str, float], seconds: float, iterations: int, size: int):
+        """`iterations` passes over the batch, `size` completions per optimizer step."""
+        plan = [rows for _ in range(iterations) for rows in _optimizer_batches(len(batch), size)]
+        return cls(batch, metrics, seconds, plan)
+
+    @property
+    def done(self) -> bool:
+        return self.taken == len(self.plan)
+
+    def next_batch(self) -> TrainBatch:
+        self.taken += 1
+        return self.batch.rows(self.plan[self.taken - 1])
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to feed its remaining steps after a resume (tensors and numbers only)."""
+        return {"batch": vars(self.batch).copy(), "metrics": dict(self.metrics), "plan": self.plan,
+                "taken": self.taken}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> "Generation":
+        return cls(TrainBatch(**state["batch"]), state["metrics"], 0.0, list(state["plan"]), int(state["taken"]))
 
 
 class GRPOTrainer:
@@ -73,40 +96,52 @@ class GRPOTrainer:
         self.max_steps = total_steps(self.args, self.geometry, len(run.train_examples))
         self.global_step = 0
         self.timer = PhaseTimer()
+        self.bad_steps = 0  # updates skipped for a non-finite loss or gradient
+        self._generation: Generation | None = None  # the batch being trained on
         self._pending: tuple[torch.Tensor, torch.Tensor] | None = None  # a generation not yet diagnosed
+        self._eval_before: dict[str, float] | None = None  # held-out figures before training
         self._last_eval: dict[str, float] = {}  # the latest evaluation, reused as "after" when it is current
         self._last_eval_step = -1
 
     # --- the loop ---------------------------------------------------------------------------------------
 
-    def train(self) -> dict[str, Any]:
-        """Runs max_steps optimizer steps; returns the run summary (also in output_dir/summary.json)."""
-        logger = self.logger_factory(self.max_steps)
-        if self.geometry.note:
-            logger.note(self.geometry.note)
-        before = self.evaluate()  # {} without a held-out split
-        while self.global_step < self.max_steps:
-            generation = self._generate()
-            for batch in generation.optimizer_batches(self.args.num_iterations, self.geometry.optimizer_batch):
-                if self.global_step >= self.max_steps:
-                    break
-                metrics = self._step(generation, batch)  # advances global_step
+    def train(self, resume_from_checkpoint: str | bool | None = None) -> dict[str, Any]:
+        """Runs max_steps optimizer steps; returns the run summary (also in output_dir/summary.json).
+
+        `resume_from_checkpoint` (default: the config's): True continues from the newest complete checkpoint
+        in output_dir, a path from that checkpoint; the run then goes on exactly as if never stopped.
+        """
+        resume = self.args.resume_from_checkpoint if resume_from_checkpoint is None else resume_from_checkpoint
+        start, notes = self._resume(resume) if resume else self._start()
+        logger = self.logger_factory(self.max_steps, start)
+        try:
+            for note in [self.geometry.note, *notes]:
+                if note:
+                    logger.note(note)
+            if self._eval_before is None:
+                self._eval_before = self.evaluate()  # {} without a held-out split
+            while self.global_step < self.max_steps:
+                if self._generation is None or self._generation.done:
+                    self._generation = self._generate()
+                metrics = self._step(self._generation)  # advances global_step
                 logger.log(self.global_step, metrics)
                 for callback in self.callbacks:
                     callback.on_step_end(self, metrics)
+                self._stop_if_unstable()
                 if self.global_step % self.args.save_steps == 0:
-                    self.save_model(f"checkpoint-{self.global_step}")
-        after = self._last_eval if self._last_eval_step == self.global_step else self.evaluate()
-        self.save_model()
-        extra = {f"{k} before": v for k, v in before.items()} | {f"{k} after": v for k, v in after.items()}
-        summary = logger.summary(extra)
-        logger.close()
-        return summary
+                    self.save_checkpoint()
+            after = self._last_eval if self._last_eval_step == self.global_step else self.evaluate()
+            self.save_model()
+            before = self._eval_before
+            extra = {f"{k} before": v for k, v in before.items()} | {f"{k} after": v for k, v in after.items()}
+            return logger.summary(extra)
+        finally:
+            logger.close()  # also when a step fails: every logged line is on disk, backends flushed
 
-    def _step(self, generation: Generation, batch: TrainBatch) -> dict[str, float]:
-        """One optimizer step on a part of `generation`; returns the step's metrics."""
+    def _step(self, generation: Generation) -> dict[str, float]:
+        """One optimizer step on the next part of `generation`; returns the step's metrics."""
         t0 = time.perf_counter()
-        metrics = {**generation.metrics, **self._optimize(batch)}
+        metrics = {**generation.metrics, **self._optimize(generation.next_batch())}
         self.global_step += 1
         metrics["perf/step_s"] = generation.seconds + time.perf_counter() - t0
         metrics.update(self.timer.take())  # the phases of this step (and of its generation, on its first)
@@ -154,7 +189,8 @@ class GRPOTrainer:
             "perf/gen_tokens_per_s": lengths.sum().item() / max(t_gen, 1e-9),
         }
         self._pending = (rewards, est.advantages)  # diagnosed after the first update, with its entropy
-        return Generation(batch, metrics, time.perf_counter() - t0)
+        return Generation.planned(batch, metrics, time.perf_counter() - t0, args.num_iterations,
+                                  self.geometry.optimizer_batch)
 
     def _optimize(self, batch: TrainBatch) -> dict[str, float]:
         """One optimizer step over `batch` in micro-batches; then the collapse monitor's update."""
@@ -162,19 +198,26 @@ class GRPOTrainer:
         self.model.train()
         counts = {"num_tokens": batch.loss_mask.sum(), "num_sequences": len(batch)}
         metrics: dict[str, float] = {}
+        finite = True
         for rows in _length_buckets(batch, self.geometry.micro_batch, self.args.num_generations):
             micro = batch.rows(rows)  # its padding columns cut away
-            for name, value in self._micro_step(micro, counts).items():
+            micro_metrics, micro_finite = self._micro_step(micro, counts)
+            finite = finite and micro_finite
+            for name, value in micro_metrics.items():
                 # loss shares are already normalised by the whole batch: they add up; the rest is averaged
                 weight = 1.0 if name in _ADDITIVE else len(micro) / len(batch)
                 metrics[name] = metrics.get(name, 0.0) + value * weight
         with timer("optimizer"):
             grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), args.max_grad_norm or float("inf"))
-            self.optimizer.step()
+            if finite and torch.isfinite(grad_norm):
+                self.optimizer.step()
+            else:  # skipped: one NaN would spread into every weight; the schedule goes on with the step count
+                self.bad_steps += 1
             self.scheduler.step()
             self.optimizer.zero_grad(set_to_none=True)
         train_tokens = (batch.prompt_mask.sum() + batch.loss_mask.sum()).item()
         metrics["grad_norm"] = grad_norm.item()
+        metrics["loss/skipped_updates"] = float(self.bad_steps)
         metrics["perf/train_tokens"] = train_tokens
         metrics["perf/train_tokens_per_s"] = train_tokens / (time.perf_counter() - t0)
         if self._pending is not None and args.diagnostics:  # a generation's first step diagnoses it
@@ -187,8 +230,9 @@ class GRPOTrainer:
         self._pending = None
         return metrics
 
-    def _micro_step(self, micro: TrainBatch, counts: dict[str, Any]) -> dict[str, float]:
-        """Forward, loss, backward on one micro-batch; returns its metrics."""
+    def _micro_step(self, micro: TrainBatch, counts: dict[str, Any]) -> tuple[dict[str, float], bool]:
+        """Forward, loss, backward on one micro-batch; returns its metrics and whether its loss was finite
+        (a NaN or inf loss is not back-propagated)."""
         args, timer = self.args, self.timer
         with timer("logprobs"):  # the entropy comes with the log-probs (a loss term when entropy_coef > 0)
             logp, entropy = completion_logps(
@@ -196,12 +240,14 @@ class GRPOTrainer:
                 entropy_grad=args.entropy_coef > 0,
             )  # (n, T), (n, T) or None
             loss, metrics = self._loss(micro, logp, entropy, counts)
-        with timer("backward"):
-            loss.backward()
+        finite = bool(torch.isfinite(loss))
+        if finite:
+            with timer("backward"):
+                loss.backward()
         if entropy is not None:
             mask = micro.loss_mask.bool()
             metrics["entropy/mean"] = entropy[mask].mean().item() if mask.any() else 0.0
-        return metrics
+        return metrics, finite
 
     def _loss(self, micro: TrainBatch, logp: torch.Tensor, entropy: torch.Tensor | None, counts: dict[str, Any]):
         """The policy loss, plus the KL and entropy terms when they are on; (loss, metrics)."""
@@ -221,10 +267,6 @@ class GRPOTrainer:
                 metrics["loss/kl"] = kl_loss.item()
         if args.entropy_coef > 0:
             loss = loss - args.entropy_coef * losses.aggregate(entropy, micro.loss_mask, **kwargs)
-        if not torch.isfinite(loss):
-            raise FloatingPointError(
-                f"non-finite loss at step {self.global_step + 1}: lower learning_rate or check the rewards"
-            )
         return loss, metrics
 
     @torch.no_grad()
@@ -248,7 +290,20 @@ class GRPOTrainer:
             out[rows, : logp.shape[1]] = logp.float().cpu()
         return out
 
-    # --- evaluation and saving ------------------------------------------------------------------------------
+    def _stop_if_unstable(self) -> None:
+        """Stops the run once more than max_bad_steps updates were skipped for a NaN or inf."""
+        if self.bad_steps <= self.args.max_bad_steps:
+            return
+        last = checkpoint.latest_checkpoint(self.args.output_dir)
+        then = f"then resume from {last} (--resume)" if last is not None else "then start the run again"
+        raise FloatingPointError(
+            f"{self.bad_steps} updates were skipped because the loss or the gradient was NaN or inf "
+            f"(max_bad_steps={self.args.max_bad_steps}, now at step {self.global_step}); the skipped updates "
+            "left the weights unchanged. Lower learning_rate, set max_grad_norm, or check the reward "
+            f"functions for huge values; {then}"
+        )
+
+    # --- evaluation, saving and resuming ------------------------------------------------------------------
 
     def evaluate(self) -> dict[str, float]:
         """Greedy pass@1 on the held-out split: `eval/accuracy` (and per level when examples carry one)."""
@@ -256,10 +311,73 @@ class GRPOTrainer:
         return self._last_eval
 
     def save_model(self, subdir: str = "model") -> str:
-        path = f"{self.args.output_dir}/{subdir}"
-        self.model.save_pretrained(path, safe_serialization=True)
-        self.tokenizer.save_pretrained(path)
-        return path
+        """The model and tokenizer as a Hugging Face folder (safetensors), written atomically."""
+        path = Path(self.args.output_dir) / subdir
+        checkpoint.write_folder_atomically(path, lambda tmp: checkpoint.save_weights(tmp, self.model,
+                                                                                     self.tokenizer))
+        return str(path)
+
+    def save_checkpoint(self) -> Path:
+        """Everything needed to continue the run, in output_dir/checkpoint-<global_step> (see checkpoint.py)."""
+        metrics_file = Path(self.args.output_dir) / METRICS_FILE
+        info = {
+            "global_step": self.global_step,
+            "max_steps": self.max_steps,
+            "metrics_offset": metrics_file.stat().st_size if metrics_file.is_file() else 0,
+            "data_fingerprint": checkpoint.fingerprint(self.stream.examples),
+            "config": self.args.to_dict(),
+        }
+        return checkpoint.save_checkpoint(
+            self.args.output_dir, self.global_step, model=self.model, tokenizer=self.tokenizer,
+            optimizer=self.optimizer, scheduler=self.scheduler, state=self.state_dict(), info=info,
+            save_total_limit=self.args.save_total_limit,
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        """The run's progress besides weights, optimizer and scheduler (and RNGs, which checkpoint.py adds)."""
+        generation = self._generation
+        return {
+            "global_step": self.global_step,
+            "bad_steps": self.bad_steps,
+            "stream": self.stream.state_dict(),
+            "estimator": self.estimator.state_dict(),
+            "monitor": self.monitor.state_dict(),
+            "generation": None if generation is None or generation.done else generation.state_dict(),
+            "eval_before": self._eval_before,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.global_step, self.bad_steps = int(state["global_step"]), int(state["bad_steps"])
+        self.stream.load_state_dict(state["stream"])
+        self.estimator.load_state_dict(state["estimator"])
+        self.monitor.load_state_dict(state["monitor"])
+        generation = state["generation"]
+        self._generation = None if generation is None else Generation.from_state(generation)
+        self._eval_before = state["eval_before"]
+
+    def _start(self) -> tuple[int, list[str]]:
+        """A new run: output_dir must not hold another run's metrics (unless overwrite_output_dir)."""
+        notes = check_output_dir(self.args)
+        return 0, notes + _leftovers(checkpoint.remove_unfinished(self.args.output_dir))
+
+    def _resume(self, spec: str | bool) -> tuple[int, list[str]]:
+        """Loads the checkpoint `spec` names into this trainer; returns its step and what to tell the user."""
+        notes = _leftovers(checkpoint.remove_unfinished(self.args.output_dir))  # a run killed while saving
+        folder = checkpoint.resolve(spec, self.args.output_dir)
+        info = checkpoint.read_info(folder)
+        notes += checkpoint.check_resumable(info, self.args.to_dict(), checkpoint.fingerprint(self.stream.examples))
+        metrics_file = Path(self.args.output_dir) / METRICS_FILE
+        if (metrics_file.stat().st_size if metrics_file.is_file() else 0) < info["metrics_offset"]:
+            notes.append(f"{metrics_file} is shorter than when {folder.name} was written: lines of the steps "
+                         "before it are missing from it")
+        state = checkpoint.load_checkpoint(folder, model=self.model, optimizer=self.optimizer,
+                                           scheduler=self.scheduler)
+        self.load_state_dict(state)
+        return self.global_step, notes + [f"resumed from {folder} at step {self.global_step} of {self.max_steps}"]
+
+
+def _leftovers(names: list[str]) -> list[str]:
+    return [f"removed {name}: an unfinished checkpoint of a run killed while saving" for name in names]
 
 
 _ADDITIVE = ("loss/policy", "loss/kl")

@@ -1,0 +1,342 @@
+"""Checkpoints a run resumes from: written atomically, verified before they are loaded.
+
+    output_dir/checkpoint-N/        a Hugging Face folder (`grposcope eval --model .../checkpoint-N` reads it)
+        model.safetensors, config.json, tokenizer files     (adapter_model.safetensors with LoRA)
+        optimizer.pt, scheduler.pt     state dicts of tensors and numbers, read back with weights_only=True
+        trainer_state.pt               step, data position, estimator, monitor, RNGs, the in-flight generation
+        trainer_state.json             the same step for people and tools: step, metrics.jsonl offset, config
+        manifest.json                  written last: size and sha256 of every other file
+
+A checkpoint is written into a hidden `.tmp-checkpoint-N` folder and renamed into place only once complete,
+so a run killed while saving leaves no `checkpoint-N` behind. A `checkpoint-N` that fails its manifest check
+(truncated or corrupted by something else: a full disk, a partial copy) is skipped with a warning when the
+newest checkpoint is looked for, and refused with the reason when named explicitly.
+Nothing here unpickles code: tensors load through safetensors, everything else with `weights_only=True`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import re
+import shutil
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+
+FORMAT = 1
+MANIFEST = "manifest.json"
+STATE = "trainer_state.pt"
+STATE_JSON = "trainer_state.json"
+_NAME = re.compile(r"^checkpoint-(\d+)$")
+_TMP_PREFIX = ".tmp-"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be resumed from; the message says why and what to do."""
+
+
+# --- writing ---------------------------------------------------------------------------------------------
+
+
+def save_checkpoint(output_dir: str | os.PathLike[str], step: int, *, model, tokenizer, optimizer, scheduler,
+                    state: dict[str, Any], info: dict[str, Any], save_total_limit: int | None = None) -> Path:
+    """Writes `output_dir/checkpoint-<step>` atomically, then keeps the newest `save_total_limit` ones.
+
+    `state` is what the trainer needs to continue (tensors, numbers, strings, lists, dicts); `info` is the
+    human-readable part written to trainer_state.json.
+    """
+    target = Path(output_dir) / f"checkpoint-{step}"
+
+    def write(folder: Path) -> None:
+        save_weights(folder, model, tokenizer)
+        torch.save(optimizer.state_dict(), folder / "optimizer.pt")
+        torch.save(scheduler.state_dict(), folder / "scheduler.pt")
+        torch.save({"format": FORMAT, **state, "rng": rng_state()}, folder / STATE)
+        (folder / STATE_JSON).write_text(json.dumps({"format": FORMAT, **info}, indent=2, default=str) + "\n")
+
+    write_folder_atomically(target, write, manifest=True)
+    if save_total_limit:
+        rotate(Path(output_dir), save_total_limit, keep=target)
+    return target
+
+
+def save_weights(folder: Path, model, tokenizer) -> None:
+    """The model (safetensors; adapters only with LoRA) and its tokenizer, as a Hugging Face folder."""
+    model.save_pretrained(folder, safe_serialization=True)
+    tokenizer.save_pretrained(folder)
+
+
+def write_folder_atomically(target: Path, write, manifest: bool = False) -> None:
+    """Calls `write(tmp)` on a fresh hidden folder next to `target`, then renames it to `target`.
+
+    With `manifest`, every file's size and sha256 go into manifest.json, written last. An existing `target`
+    (a checkpoint of the same step from before a resume) is replaced only after the new one is complete.
+    """
+    tmp = target.parent / f"{_TMP_PREFIX}{target.name}-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        write(tmp)
+        if manifest:
+            files = {p.name: _describe(p) for p in sorted(tmp.iterdir()) if p.is_file()}
+            (tmp / MANIFEST).write_text(json.dumps({"format": FORMAT, "files": files}, indent=2) + "\n")
+        for path in tmp.iterdir():
+            _fsync(path)
+        old = target.parent / f"{_TMP_PREFIX}old-{target.name}-{os.getpid()}"
+        if target.exists():
+            os.replace(target, old)
+        os.replace(tmp, target)
+        shutil.rmtree(old, ignore_errors=True)
+        _fsync(target.parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def rotate(output_dir: Path, limit: int, keep: Path) -> list[Path]:
+    """Deletes the oldest checkpoints beyond the newest `limit` (never `keep`); returns the deleted ones."""
+    folders = sorted(_checkpoints(output_dir), key=lambda p: _step_of(p), reverse=True)
+    doomed = [p for p in folders[limit:] if p != keep]
+    for folder in doomed:
+        shutil.rmtree(folder)
+    return doomed
+
+
+def remove_unfinished(output_dir: str | os.PathLike[str]) -> list[str]:
+    """Removes hidden temporary folders left by a run killed while saving; returns their names.
+
+    Only one run writes into an output_dir at a time, so at the start of a run none of them is live.
+    """
+    root = Path(output_dir)
+    if not root.is_dir():
+        return []
+    leftovers = [p for p in root.iterdir() if p.is_dir() and p.name.startswith(_TMP_PREFIX)]
+    for path in leftovers:
+        shutil.rmtree(path, ignore_errors=True)
+    return [p.name for p in leftovers]
+
+
+# --- finding and checking ----------------------------------------------------------------------------------
+
+
+def verify(folder: Path) -> str | None:
+    """None when `folder` is a complete checkpoint; otherwise what is wrong with it."""
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text())
+    except FileNotFoundError:
+        return "no manifest.json (not a complete grposcope checkpoint)"
+    except (OSError, ValueError) as err:
+        return f"unreadable manifest.json ({err})"
+    if manifest.get("format") != FORMAT:
+        return f"checkpoint format {manifest.get('format')!r}, this grposcope reads {FORMAT}"
+    for name, expected in manifest.get("files", {}).items():
+        path = folder / name
+        if not path.is_file():
+            return f"{name} is missing"
+        if path.stat().st_size != expected["size"]:
+            return f"{name} has {path.stat().st_size} bytes, {expected['size']} were written (truncated?)"
+        if _sha256(path) != expected["sha256"]:
+            return f"{name} does not match its checksum (corrupted)"
+    if STATE not in manifest.get("files", {}):
+        return f"no {STATE} in the manifest"
+    return None
+
+
+def latest_checkpoint(output_dir: str | os.PathLike[str]) -> Path | None:
+    """The newest complete checkpoint in `output_dir`; incomplete ones are skipped with a warning."""
+    root = Path(output_dir)
+    if not root.is_dir():
+        return None
+    for folder in sorted(_checkpoints(root), key=_step_of, reverse=True):
+        problem = verify(folder)
+        if problem is None:
+            return folder
+        warnings.warn(f"skipping {folder}: {problem}; resuming from an older checkpoint", RuntimeWarning,
+                      stacklevel=2)
+    return None
+
+
+def resolve(spec: str | bool, output_dir: str | os.PathLike[str]) -> Path:
+    """The checkpoint `resume_from_checkpoint` names: True = the newest complete one in output_dir."""
+    if spec is True:
+        found = latest_checkpoint(output_dir)
+        if found is None:
+            raise CheckpointError(
+                f"resume_from_checkpoint=True, but {output_dir} holds no complete checkpoint (checkpoint-N "
+                "folders are written every save_steps); start without --resume, or point "
+                "resume_from_checkpoint at a checkpoint folder"
+            )
+        return found
+    folder = Path(spec)
+    if not folder.is_dir():
+        raise CheckpointError(f"checkpoint {folder} does not exist; give a checkpoint-N folder of a run")
+    problem = verify(folder)
+    if problem is not None:
+        older = latest_checkpoint(folder.parent)
+        hint = f"resume from {older} instead" if older is not None and older != folder else "start a new run"
+        raise CheckpointError(f"cannot resume from {folder}: {problem}; {hint}")
+    return folder
+
+
+# Options that shape the run's state: a checkpoint written under other values cannot be continued with these.
+STRUCTURAL = (
+    "seed", "num_generations", "per_device_train_batch_size", "gradient_accumulation_steps",
+    "generation_batch_size", "steps_per_generation", "num_iterations", "use_peft", "lora_r",
+    "lora_target_modules", "advantage_estimator", "sampler", "dataset_name", "dataset_size", "eval_size",
+)
+# Options that may differ without a word (where things go, how often they are printed).
+_QUIET = ("output_dir", "overwrite_output_dir", "resume_from_checkpoint", "logging_steps", "report_to", "run_name")
+
+
+def check_resumable(info: dict[str, Any], config: dict[str, Any], data_fingerprint: str) -> list[str]:
+    """Raises when the run being started cannot continue the checkpoint's; returns notes on the options
+    that changed but can (e.g. max_steps, to extend a run)."""
+    saved = info.get("config", {})
+    clash = [k for k in STRUCTURAL if k in saved and saved[k] != config.get(k)]
+    if clash:
+        said = ", ".join(f"{k}={saved[k]!r} (now {config.get(k)!r})" for k in clash)
+        raise CheckpointError(
+            f"the checkpoint was written with {said}; resume with the same values, or start a new run in "
+            "another output_dir"
+        )
+    if info.get("data_fingerprint") not in (None, data_fingerprint):
+        raise CheckpointError(
+            "the training prompts differ from those of the run that wrote the checkpoint, so its data "
+            "position means nothing here; resume with the same dataset, or start a new run"
+        )
+    changed = [k for k in saved if k not in STRUCTURAL + _QUIET and saved[k] != config.get(k)]
+    return [f"changed since the checkpoint: {', '.join(f'{k}={config.get(k)!r}' for k in changed)}"] if changed else []
+
+
+def fingerprint(examples: list[dict[str, Any]]) -> str:
+    """A digest of the training prompts in order: the data position of a checkpoint refers to them."""
+    digest = hashlib.sha256()
+    for example in examples:
+        digest.update(str(example.get("prompt_text", example.get("prompt"))).encode() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+# --- reading -----------------------------------------------------------------------------------------------
+
+
+def load_checkpoint(folder: Path, *, model, optimizer, scheduler) -> dict[str, Any]:
+    """Loads weights, optimizer and scheduler into the live objects; returns the trainer state (RNGs set)."""
+    load_weights(folder, model)
+    optimizer.load_state_dict(_load_torch(folder / "optimizer.pt"))
+    scheduler.load_state_dict(_load_torch(folder / "scheduler.pt"))
+    state = _load_torch(folder / STATE)
+    set_rng_state(state.pop("rng"))
+    return state
+
+
+def read_info(folder: Path) -> dict[str, Any]:
+    return json.loads((folder / STATE_JSON).read_text())
+
+
+def load_weights(folder: Path, model) -> None:
+    """Copies the checkpoint's weights into `model` (the same architecture, built by the run's setup)."""
+    from safetensors.torch import load_file
+
+    from ..models import is_peft_model
+
+    if is_peft_model(model):
+        from peft import set_peft_model_state_dict
+
+        result = set_peft_model_state_dict(model, load_file(folder / "adapter_model.safetensors"))
+        if result.unexpected_keys:
+            raise CheckpointError(f"{folder}: adapter weights {result.unexpected_keys[:3]} do not fit the model "
+                                  "(different lora_r or lora_target_modules?)")
+        return
+    tensors: dict[str, torch.Tensor] = {}
+    for file in sorted(folder.glob("model*.safetensors")):  # one file, or the shards of a large model
+        tensors.update(load_file(file))
+    missing, unexpected = model.load_state_dict(tensors, strict=False)
+    untied = [name for name in missing if not _is_tied(model, name, tensors)]
+    if unexpected or untied:
+        raise CheckpointError(
+            f"{folder}: the weights do not fit the model (missing {untied[:3]}, unexpected {unexpected[:3]}); "
+            "resume with the model_name_or_path and use_peft of the run that wrote it"
+        )
+
+
+def _is_tied(model, name: str, loaded: dict[str, torch.Tensor]) -> bool:
+    """True when parameter `name` is the same tensor as a loaded one (tied embeddings are saved once)."""
+    params = dict(model.named_parameters(remove_duplicate=False))
+    if name not in params:
+        return False
+    return any(params.get(other) is params[name] for other in loaded)
+
+
+def _load_torch(path: Path) -> Any:
+    # weights_only: tensors, numbers, strings and containers only; a pickled object (code) is refused.
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+# --- RNGs --------------------------------------------------------------------------------------------------
+
+
+def rng_state() -> dict[str, Any]:
+    """Every random generator a run draws from: Python's, numpy's, torch's CPU and CUDA ones."""
+    import numpy as np
+
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    state = {
+        "python": random.getstate(),
+        "numpy": [kind, torch.from_numpy(keys.copy()), pos, has_gauss, cached],
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    import numpy as np
+
+    random.setstate(_as_tuples(state["python"]))
+    kind, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((kind, keys.numpy(), pos, has_gauss, cached))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _as_tuples(value: Any) -> Any:
+    return tuple(_as_tuples(v) for v in value) if isinstance(value, (list, tuple)) else value
+
+
+# --- helpers -----------------------------------------------------------------------------------------------
+
+
+def _checkpoints(root: Path) -> list[Path]:
+    return [p for p in root.iterdir() if p.is_dir() and _NAME.match(p.name)]
+
+
+def _step_of(folder: Path) -> int:
+    return int(_NAME.match(folder.name).group(1))
+
+
+def _describe(path: Path) -> dict[str, Any]:
+    return {"size": path.stat().st_size, "sha256": _sha256(path)}
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _fsync(path: Path) -> None:
+    """Flushes a file (or a folder's entries) to disk, so that a rename never exposes unwritten data."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
