@@ -86,5 +86,7 @@ def test_a_run_killed_mid_step_resumes_to_the_uninterrupted_result(tmp_path, tin
         for k in a.keys() | b.keys()
         if k != "step"
     ]
+    print(f"kill-and-resume: {MAX_STEPS} steps, killed in step {len(before) + 1}, resumed from checkpoint-3, "
+          f"{len(differences)} values compared, max |resumed - uninterrupted| = {max(differences)}")
     assert max(differences) == 0.0, f"resumed run differs from the uninterrupted one by {max(differences)}"
     assert comparable(resumed[3]).keys() == comparable(expected[3]).keys()  # same metrics, step 4 included

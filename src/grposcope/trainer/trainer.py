@@ -19,6 +19,7 @@ import torch
 from ..core import losses
 from ..core.diagnostics import CollapseMonitor
 from ..logging.backends import METRICS_FILE
+from ..rewards.inputs import reward_inputs
 from ..rollout import SamplingParams
 from . import checkpoint
 from .config import GRPOConfig
@@ -26,7 +27,6 @@ from .evaluation import evaluate
 from .geometry import total_steps
 from .phases import PhaseTimer
 from .policy import TrainBatch, completion_logps
-from .scoring import scoring_inputs
 from .setup import build_run, check_output_dir
 
 
@@ -162,7 +162,7 @@ class GRPOTrainer:
             rollout = self.rollout.generate([e["prompt_text"] for e in examples], g, params)  # N = B * G rows
         t_gen = time.perf_counter() - t0
         with timer("scoring"):  # rewards and advantages
-            scored = self.scorer.score(*scoring_inputs(examples, rollout.texts, g, rollout.completion_ids))
+            scored = self.scorer.score(*reward_inputs(examples, rollout.texts, g, rollout.completion_ids))
             rewards = scored.rewards.view(-1, g)  # (B, G)
             est = self.estimator(rewards)
         loss_mask = rollout.completion_mask.clone()  # (N, T)

@@ -1,12 +1,19 @@
-"""What the reward functions are given, shared by training and evaluation."""
+"""What the reward functions are given: one rule for training and evaluation."""
 
 from __future__ import annotations
+
+from typing import Any, Sequence
 
 import torch
 
 
-def scoring_inputs(examples: list[dict], texts: list[str], g: int, completion_ids: torch.Tensor):
-    """The reward functions' view of a batch, in TRL's convention (chat data gets message completions)."""
+def reward_inputs(examples: Sequence[dict[str, Any]], texts: list[str], g: int, completion_ids: torch.Tensor):
+    """The reward functions' view of B examples with g completions each, in TRL's convention:
+    `(prompts, completions, columns)`, the prompt repeated per completion, chat data given message
+    completions, every other column (not `prompt_text`) as a keyword list, plus `completion_ids`.
+
+    texts: (B*g,) decoded completions, group j at rows j*g .. j*g+g-1; completion_ids: (B*g, T).
+    """
     prompts, completions, columns = [], [], {}
     for example, start in zip(examples, range(0, len(texts), g)):
         for text in texts[start : start + g]:
