@@ -106,7 +106,7 @@ def test_a_checkpoint_file_holding_code_is_refused_not_run(tmp_path, tiny_llama,
     manifest["files"]["optimizer.pt"] = checkpoint._describe(folder / "optimizer.pt")  # passes verification
     (folder / "manifest.json").write_text(json.dumps(manifest))
     trainer = make_trainer(tmp_path, make_tiny(), tiny_tokenizer, max_steps=3)
-    with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
+    with pytest.raises(CheckpointError, match="optimizer.pt holds pickled Python objects.*nothing in it was run"):
         trainer.train(resume_from_checkpoint=True)
     assert not sentinel.exists()
 
@@ -135,6 +135,14 @@ def test_resuming_with_another_group_size_is_refused_and_more_steps_extend_the_r
     longer.train()
     assert [r["step"] for r in read_lines(tmp_path / "run" / "metrics.jsonl")] == [1, 2, 3, 4]
     assert longer.global_step == 4
+
+
+def test_resume_without_a_checkpoint_says_so(tmp_path, tiny_llama, tiny_tokenizer):
+    trainer = make_trainer(tmp_path, tiny_llama, tiny_tokenizer)
+    with pytest.raises(CheckpointError, match="holds no complete checkpoint.*start without --resume"):
+        trainer.train(resume_from_checkpoint=True)
+    with pytest.raises(CheckpointError, match="does not exist; give a checkpoint-N folder"):
+        trainer.train(resume_from_checkpoint=str(tmp_path / "nowhere"))
 
 
 def test_a_new_run_refuses_an_output_dir_with_checkpoints_and_overwrite_removes_them(tmp_path, tiny_llama,
@@ -206,3 +214,19 @@ def test_a_lora_run_resumes_its_adapters(tmp_path, tiny_llama, tiny_tokenizer):
     loaded = {n: p for n, p in second.model.named_parameters() if "lora_" in n}
     assert loaded.keys() == trained.keys() and all(torch.equal(loaded[n], trained[n]) for n in trained)
     assert any(not torch.equal(t, torch.zeros_like(t)) for n, t in trained.items() if "lora_B" in n)
+
+
+def test_a_lora_checkpoint_loads_as_a_model_for_evaluation(tmp_path, tiny_model_dir):
+    pytest.importorskip("peft")
+    from grposcope.models import load_model
+
+    args = tiny_config(tmp_path, save_steps=2, use_peft=True, lora_r=4, lora_target_modules=["q_proj", "v_proj"])
+    trainer = GRPOTrainer(model=str(tiny_model_dir), reward_funcs=text_length, train_dataset=DATA, args=args)
+    trainer.train()
+    model, _ = load_model(str(tmp_path / "run" / "checkpoint-2"))
+    ids = torch.tensor([[3, 4, 5, 6]])
+    trainer.model.eval(), model.eval()
+    with torch.no_grad():
+        assert torch.equal(model(ids).logits, trainer.model(ids).logits)
+        with model.disable_adapter():  # the adapters matter: without them the logits differ
+            assert not torch.equal(model(ids).logits, trainer.model(ids).logits)

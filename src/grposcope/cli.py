@@ -55,7 +55,7 @@ def train(
             values["resume_from_checkpoint"] = True
         args = GRPOConfig.from_dict(coerce_all(values))
         GRPOTrainer(args=args).train()
-    except (ValueError, TypeError, FileNotFoundError, RuntimeError, FloatingPointError) as err:
+    except (ValueError, TypeError, OSError, RuntimeError, FloatingPointError) as err:
         typer.secho(f"error: {err}", fg="red", err=True)
         _say_how_to_resume(args)
         raise typer.Exit(1) from None

@@ -34,6 +34,8 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from .data.tasks import is_file_spec
+
 Progress = Callable[[int, int], None]  # (prompts done, prompts in total)
 SPLITS = ("eval", "train", "all")
 # A MATH-500-style file asks for the answer in \boxed{}: checked with math-verify, as MATH-500 is scored.
@@ -328,7 +330,7 @@ def _forked_rng(active: bool):
 
 def default_split(spec: str) -> str:
     """`all` for a file (MATH-500 is a test set), `eval` (the held-out split) for a generated task."""
-    return "all" if _is_file(spec) else "eval"
+    return "all" if is_file_spec(spec) else "eval"
 
 
 def load_eval_examples(
@@ -353,7 +355,7 @@ def load_eval_examples(
         raise ValueError(f"unknown split {split!r}; choose one of {', '.join(SPLITS)}")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"limit must be a positive int (the first N examples), got {limit!r}")
-    if split == "all" and _is_file(spec):
+    if split == "all" and is_file_spec(spec):
         task = load_task(spec, eval_size=0, seed=seed)  # no held-out part: train is the whole file, in order
         examples = task.train
     else:
@@ -363,9 +365,5 @@ def load_eval_examples(
         raise ValueError(
             f"the {split!r} split of {spec!r} is empty; pick another split, or a larger eval_size"
         )
-    rewards = task.reward_funcs or (list(FILE_REWARDS) if _is_file(spec) else None)
+    rewards = task.reward_funcs or (list(FILE_REWARDS) if is_file_spec(spec) else None)
     return [dict(e) for e in examples[:limit]], rewards
-
-
-def _is_file(spec: str) -> bool:
-    return isinstance(spec, os.PathLike) or spec.endswith(".jsonl") or os.sep in spec

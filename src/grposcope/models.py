@@ -20,6 +20,7 @@ import importlib.util
 import json
 import logging
 import os
+import pickle
 import shutil
 import socket
 import sys
@@ -97,7 +98,10 @@ def load_model(
         folder = resolve_model_dir(spec)
         # An embedded checkpoint is our own conversion output: it has no code to run, whatever the flag says.
         trust_remote_code = trust_remote_code and not spec.startswith(EMBEDDED_PREFIX)
-        model = load_local_model(folder, dtype=_as_dtype(dtype), trust_remote_code=trust_remote_code)
+        if is_adapter_folder(folder):  # a LoRA run's checkpoint or final model: base model + adapters
+            model = load_adapter_model(folder, dtype=_as_dtype(dtype), trust_remote_code=trust_remote_code)
+        else:
+            model = load_local_model(folder, dtype=_as_dtype(dtype), trust_remote_code=trust_remote_code)
         if tokenizer is None:
             tokenizer = load_local_tokenizer(folder, trust_remote_code=trust_remote_code)
     elif isinstance(model_name_or_path, torch.nn.Module):
@@ -232,16 +236,84 @@ def load_local_model(path: str | Path, *, dtype: Any = torch.float32, trust_remo
             f"{path} has no config.json, so it is not a Hugging Face checkpoint; "
             "write one with model.save_pretrained(path) and tokenizer.save_pretrained(path)"
         )
+    if not trust_remote_code:
+        _refuse_remote_code(path)
     # Prefer safetensors: it holds tensors only. A folder with only pytorch_model.bin still loads; recent
     # transformers unpickle it with torch.load(weights_only=True), which refuses arbitrary objects.
     has_safetensors = any(path.glob("*.safetensors"))
-    return AutoModelForCausalLM.from_pretrained(
-        path,
-        dtype=dtype,
-        trust_remote_code=trust_remote_code,
-        use_safetensors=True if has_safetensors else None,
-        local_files_only=True,
+    if not has_safetensors and not any(path.glob("pytorch_model*.bin")):
+        # transformers' OSError here names no fix, and is no FileNotFoundError, which the CLI reports cleanly
+        raise FileNotFoundError(
+            f"{path} has a config.json but no weights (model.safetensors or pytorch_model.bin); "
+            "save them there with model.save_pretrained(path), or pass the folder that holds them"
+        )
+    try:
+        return AutoModelForCausalLM.from_pretrained(
+            path,
+            dtype=dtype,
+            trust_remote_code=trust_remote_code,
+            use_safetensors=True if has_safetensors else None,
+            local_files_only=True,
+        )
+    except pickle.UnpicklingError as err:
+        # torch's message suggests retrying with weights_only=False, i.e. running the file's code: replaced
+        # by what to do instead (and not chained, so that advice is not shown under ours). A ValueError, like
+        # the other refusals here, so the CLI prints it as a one-line error.
+        found = next((line.strip() for line in str(err).splitlines() if "GLOBAL" in line), "")
+        found = found.split(". ")[0].rstrip(".")  # the offending global, without torch's advice after it
+        raise ValueError(
+            f"{path}: the pytorch_model.bin weights hold pickled Python objects besides tensors"
+            f"{f' ({found})' if found else ''}; grposcope loads them with weights_only=True, so nothing in "
+            "the file was run. Use a checkpoint saved as model.safetensors (save_pretrained writes one), or "
+            "re-save this one with save_pretrained on a machine where you trust the file."
+        ) from None
+
+
+def _refuse_remote_code(path: Path) -> None:
+    """Raises when config.json asks for the folder's own Python code (`auto_map`) and transformers has no
+    class of its own for the model type; transformers' refusal names neither grposcope's option nor the risk.
+    A known model type loads with transformers' class, ignoring the folder's code, as transformers does."""
+    from transformers import CONFIG_MAPPING
+
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # transformers reports a broken config.json itself
+        return
+    auto_map = config.get("auto_map") if isinstance(config, dict) else None
+    if not isinstance(auto_map, dict) or config.get("model_type") in CONFIG_MAPPING:
+        return
+    # values: "module.Class", "repo--module.Class", or a [slow, fast] pair (tokenizers; None: none)
+    refs = [v for value in auto_map.values() for v in (value if isinstance(value, list) else [value]) if v]
+    modules = sorted({str(ref).split("--")[-1].split(".")[0] + ".py" for ref in refs})
+    raise ValueError(
+        f"{path} needs its own Python code to load (config.json auto_map -> {', '.join(modules)}), and "
+        "grposcope runs code from a model folder only with trust_remote_code=True (GRPOConfig, or "
+        "--trust_remote_code on the command line). Set it only if you have read that code and trust it."
     )
+
+
+def is_adapter_folder(folder: Path) -> bool:
+    """True for a folder of peft adapters alone (what a LoRA run saves), without a model's config.json."""
+    return (folder / "adapter_config.json").is_file() and not (folder / "config.json").is_file()
+
+
+def load_adapter_model(folder: Path, *, dtype: Any = torch.float32, trust_remote_code: bool = False) -> Any:
+    """The base model the adapters in `folder` were trained on, with those adapters applied (peft)."""
+    from peft import PeftModel
+
+    config = json.loads((folder / "adapter_config.json").read_text())
+    base = config.get("base_model_name_or_path")
+    if not base:
+        raise ValueError(f"{folder}/adapter_config.json names no base model (base_model_name_or_path)")
+    try:
+        base_dir = resolve_model_dir(base)
+    except FileNotFoundError as err:
+        raise FileNotFoundError(
+            f"{folder} holds LoRA adapters of the base model {base!r}, which is not found ({err}); put the base "
+            "model back at that path, or set base_model_name_or_path in adapter_config.json to where it is"
+        ) from None
+    model = load_local_model(base_dir, dtype=dtype, trust_remote_code=trust_remote_code)
+    return PeftModel.from_pretrained(model, folder, is_trainable=True)
 
 
 def load_local_tokenizer(path: str | Path, *, trust_remote_code: bool = False) -> Any:

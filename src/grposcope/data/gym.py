@@ -9,16 +9,47 @@ some scorers compare metadata that a JSON round trip changes (tuples become list
 The reply is scored on the text of its last `<answer>...</answer>` pair, the format reasoning-gym's
 system prompts ask for; a reply without the tags is scored as a whole, so that a model that answers
 bare ("292") is not scored zero for the missing tags.
+
+Some scorers run the reply as code: `eval(answer)` or sympy's `parse_expr(answer)` (which calls `eval`), so a
+reply such as `__import__('os').system(...)` would run on this machine (measured with reasoning-gym 0.1.25:
+rg:countdown, rg:puzzle24, rg:spiral_matrix, ... all executed it). A policy being trained writes whatever
+earns reward, so those scorers only get replies that cannot run code (`safe_for_scorer`); any other reply
+scores 0.0 without reaching them. tests/test_security.py fails when a reasoning-gym upgrade adds such a
+scorer.
 """
 
 from __future__ import annotations
 
+import ast
 import difflib
+import re
 from typing import Any
 
 from .chat import completion_text
 
 DEFAULT_SYSTEM_PROMPT = "default"  # a key of reasoning_gym.utils.SYSTEM_PROMPTS, or the text itself
+
+# reasoning-gym generators whose score_answer runs the reply as code (reasoning-gym 0.1.25, found by searching
+# every score_answer for eval / exec / parse_expr / sympify; number_sorting evals only its own answer).
+EVAL_SCORERS = frozenset({"binary_matrix", "n_queens", "spiral_matrix", "string_insertion"})  # eval(answer)
+SYMPY_SCORERS = frozenset(  # sympy.parse_expr(answer): tokens rewritten, then eval
+    {"countdown", "intermediate_integration", "polynomial_multiplication", "puzzle24", "simple_integration"}
+)
+# What the sympy scorers' replies need: numbers, symbols, arithmetic, brackets, `!`, and these functions.
+# `Integral` is left out on purpose: `Integral(<integrand>, x) + C` differentiates back to the integrand, so
+# it would score 1.0 on every integration task without integrating (some of reasoning-gym's own reference
+# answers have that form, where sympy found no closed form; a correct closed form still scores 1.0).
+_SYMPY_CHARS = re.compile(r"[0-9A-Za-z\s.+\-*/^()!,]*")
+_SYMPY_FUNCTIONS = frozenset(
+    "sin cos tan cot sec csc asin acos atan acot sinh cosh tanh asinh acosh atanh exp log ln sqrt Abs abs "
+    "sign factorial".split()
+)
+_SYMPY_TOKEN = re.compile(r"[A-Za-z][A-Za-z0-9]*|[0-9.]+|\S")  # a name, a number, or one other character
+_ATTRIBUTE = re.compile(r"\.\s*[A-Za-z]")  # `.real`, `1..conjugate`
+_BEFORE_BRACKET = frozenset("+-*/^(,")  # what may precede a `(` that is not a function call
+# eval(reply) in the EVAL_SCORERS is only used to read a Python list: literals and bare names suffice.
+_LITERAL_NODES = (ast.Expression, ast.Constant, ast.List, ast.Tuple, ast.Set, ast.Dict, ast.Name, ast.Load,
+                  ast.UnaryOp, ast.USub, ast.UAdd)
 
 
 def build_reasoning_gym(
@@ -88,10 +119,43 @@ class ReasoningGymReward:
         entry = self.entries.get(int(index))
         if entry is None:  # an index beyond the built examples: the generator rebuilds it from its seed
             entry = self.dataset[int(index)]
+        # a composite dataset forwards each entry to the generator it came from
+        source = (entry.get("metadata") or {}).get("source_dataset", self.name)
+        if not safe_for_scorer(answer, source):
+            return 0.0  # it could run code in the scorer: never handed over
         try:
             return float(self.dataset.score_answer(answer, entry))
         except Exception:  # noqa: BLE001 - scorers parse free text and some raise on odd replies
             return 0.0
+
+
+def safe_for_scorer(answer: str, dataset_name: str) -> bool:
+    """False when the scorer of `dataset_name` could run `answer` as code (see the module docstring).
+
+    eval scorers: what eval runs is what `ast.parse` reads (after eval's own stripping of leading spaces and
+    tabs), so a reply that does not parse cannot run, and one that parses must hold only literals and bare
+    names (a list such as `[1, 2]`, a word): no call, attribute, subscript, operator or assignment.
+    sympy scorers: parse_expr rewrites tokens before its eval (`3!` -> factorial(3)), so the text itself is
+    checked: numbers, letters, `+-*/^().,!` and spaces only (no quotes, `_`, `[`, `=`, `:`), no attribute
+    (`.name`), and a `(` may follow only an operator, `(`, `,`, the start, or a known math function.
+    """
+    if dataset_name in EVAL_SCORERS:
+        try:
+            tree = ast.parse(answer.lstrip(" \t"), mode="eval")
+        except (SyntaxError, ValueError):  # eval raises the same: nothing runs
+            return True
+        return all(isinstance(node, _LITERAL_NODES) for node in ast.walk(tree))
+    if dataset_name in SYMPY_SCORERS:
+        if not _SYMPY_CHARS.fullmatch(answer) or _ATTRIBUTE.search(answer):
+            return False
+        previous = ""  # the token before the current one
+        for token in _SYMPY_TOKEN.findall(answer):
+            # `f(`: only known math functions; `)(`, `!(`, `2(`: a call of something computed
+            if token == "(" and previous and previous not in _SYMPY_FUNCTIONS | _BEFORE_BRACKET:
+                return False
+            previous = token
+        return True
+    return True
 
 
 def _create(name: str, size: int, seed: int, config: dict[str, Any]) -> Any:

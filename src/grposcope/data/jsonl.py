@@ -60,12 +60,23 @@ def _parse_line(line: str, path: str, line_number: int) -> dict[str, Any]:
 def _example(row: dict[str, Any], path: str, line_number: int, instruction: str) -> dict[str, Any]:
     where = f"{path}, line {line_number}"
     problem = row.get("problem")
+    if "problem" in row and not isinstance(problem, str):
+        # said apart from a missing problem, whose message ("fields found: problem") would contradict itself
+        raise ValueError(
+            f"{where}: 'problem' is a JSON {_json_type(problem)}; it must be a string holding the question"
+        )
     if not isinstance(problem, str) or not problem.strip():
         raise ValueError(
             f"{where}: no 'problem' text (fields found: {', '.join(row) or 'none'}); "
             "add a 'problem' string holding the question"
         )
     answer = row.get("answer")
+    if isinstance(answer, (list, dict)):
+        # str() would make "['1', '2']" the answer, which no reply ever matches: said instead of trained on
+        raise ValueError(
+            f"{where}: 'answer' is a JSON {_json_type(answer)}; give the final answer as one string "
+            '(e.g. "(1, 2)" or "\\frac{1}{2}") or a number'
+        )
     if answer is None or (isinstance(answer, str) and not answer.strip()):
         answer = _answer_from_solution(row.get("solution"), where)
     example = {k: v for k, v in row.items() if k != "prompt"}
@@ -74,6 +85,13 @@ def _example(row: dict[str, Any], path: str, line_number: int, instruction: str)
     if row.get("level") is not None:
         example["level"] = str(row["level"])
     return example
+
+
+def _json_type(value: Any) -> str:
+    """The JSON name of a parsed value's type: object, array, number, boolean, string."""
+    names = {dict: "object", list: "array", bool: "boolean", int: "number", float: "number", str: "string",
+             type(None): "null"}
+    return names.get(type(value), type(value).__name__)
 
 
 def _answer_from_solution(solution: Any, where: str) -> str:

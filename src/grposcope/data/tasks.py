@@ -61,7 +61,7 @@ def load_task(
     """
     if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
         raise ValueError(f"size={size!r} must be a positive int (train examples), or None for the default")
-    if _is_path(spec):
+    if is_file_spec(spec):
         unused = {k: v for k, v in params.items() if k != "instruction"}
         _reject_params(unused, "a .jsonl file (it takes instruction=)")
         examples = read_math_jsonl(spec, **params)
@@ -84,12 +84,21 @@ def load_task(
     )
 
 
-def _from_builder(spec: str, size: int | None, seed: int, eval_size: Any, params: dict[str, Any]) -> TaskData:
-    name, _, variant = spec.partition(":")
+def check_task_spec(spec: str) -> None:
+    """Raises, listing the known tasks, when `spec` (not a file) names no registered task."""
     try:
-        TASKS.get(name)
+        TASKS.get(spec.partition(":")[0])
     except ValueError as err:
-        raise ValueError(f"{err}; or give the path of a .jsonl file") from None
+        # "known: arithmetic, rg" alone does not say that rg needs a dataset name after a colon
+        raise ValueError(
+            f"{err} (written '<task>' or '<task>:<variant>', e.g. 'arithmetic:easy' or 'rg:leg_counting'); "
+            "or give the path of a .jsonl file"
+        ) from None
+
+
+def _from_builder(spec: str, size: int | None, seed: int, eval_size: Any, params: dict[str, Any]) -> TaskData:
+    check_task_spec(spec)
+    name, _, variant = spec.partition(":")
     train_size = GENERATED_SIZE if size is None else size
     n_eval = resolve_eval_size(GENERATED_EVAL_SIZE if eval_size is None else eval_size, train_size)
     if variant:
@@ -125,7 +134,8 @@ def _repeat_to(train: Examples, size: int) -> Examples:
     return train[:size]
 
 
-def _is_path(spec: Any) -> bool:
+def is_file_spec(spec: Any) -> bool:
+    """True when a task spec names a file (a path or a .jsonl name) rather than a registered task."""
     if isinstance(spec, os.PathLike):
         return True
     return isinstance(spec, str) and (spec.endswith(".jsonl") or os.sep in spec)

@@ -274,7 +274,17 @@ def _is_tied(model, name: str, loaded: dict[str, torch.Tensor]) -> bool:
 
 def _load_torch(path: Path) -> Any:
     # weights_only: tensors, numbers, strings and containers only; a pickled object (code) is refused.
-    return torch.load(path, map_location="cpu", weights_only=True)
+    import pickle
+
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        # torch's own message advises weights_only=False, i.e. running the file: not passed on
+        first = str(err).splitlines()[0] if str(err) else ""
+        raise CheckpointError(
+            f"{path} holds pickled Python objects besides tensors ({first[:120]}); it was not written by "
+            "grposcope and nothing in it was run. Resume from another checkpoint, or start a new run."
+        ) from None
 
 
 # --- RNGs --------------------------------------------------------------------------------------------------

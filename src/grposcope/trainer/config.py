@@ -196,7 +196,10 @@ class GRPOConfig:
         if self.save_total_limit is not None and self.save_total_limit < 1:
             raise ValueError(f"save_total_limit must be >= 1 or None (keep all), got {self.save_total_limit}")
         if self.max_completion_length <= 0:
-            raise ValueError(f"max_completion_length must be > 0 tokens, got {self.max_completion_length}")
+            raise ValueError(
+                f"max_completion_length must be > 0 tokens (the longest reply to generate, e.g. 256, the "
+                f"default), got {self.max_completion_length}"
+            )
         if self.max_prompt_length is not None and self.max_prompt_length <= 0:
             raise ValueError("max_prompt_length must be > 0 or None (no limit)")
         if self.eval_steps is not None and self.eval_steps <= 0:
@@ -233,6 +236,9 @@ class GRPOConfig:
                 )
         if isinstance(self.report_to, str):
             self.report_to = [self.report_to]
+        from ..logging.backends import resolve_report_to
+
+        resolve_report_to(self.report_to)  # an unknown backend fails here, before any model is loaded
         if self.dual_clip is not None and self.dual_clip <= 1:
             raise ValueError("dual_clip must be > 1 (3 is usual) or None")
 
@@ -245,6 +251,14 @@ class GRPOConfig:
             advantages.ESTIMATORS.get(self.advantage_estimator)  # raises with the known names
         _check_choice("virtual_sample_strategy", self.virtual_sample_strategy, STRATEGIES)
         _check_choice("sampler", self.sampler, ("fixed",))
+        # Names that would otherwise fail only after the model is loaded (20-40 s for the embedded one).
+        from ..data.tasks import check_task_spec, is_file_spec
+        from ..rewards.builtin import REWARDS
+
+        for name in self.reward_funcs or []:
+            REWARDS.get(name)
+        if not is_file_spec(self.dataset_name):
+            check_task_spec(self.dataset_name)
 
     @property
     def aggregation(self) -> str:

@@ -48,6 +48,7 @@ def build_run(args: GRPOConfig, model, reward_funcs, train_dataset, eval_dataset
     if args.torch_threads:
         torch.set_num_threads(args.torch_threads)
     geometry = geometry_for(args)  # before anything slow: a bad batch geometry fails at once
+    train, evals, task_rewards = load_examples(args, train_dataset, eval_dataset)  # bad data too
     model, tokenizer = load_model(
         model if model is not None else args.model_name_or_path,
         tokenizer=processing_class,
@@ -58,7 +59,6 @@ def build_run(args: GRPOConfig, model, reward_funcs, train_dataset, eval_dataset
         lora_target_modules=args.lora_target_modules,
         trust_remote_code=args.trust_remote_code,
     )
-    train, evals, task_rewards = load_examples(args, train_dataset, eval_dataset)
     for example in train + evals:
         example["prompt_text"] = render(example["prompt"], tokenizer)
     scorer = make_scorer(args, reward_funcs, task_rewards)
