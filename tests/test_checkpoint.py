@@ -230,3 +230,22 @@ def test_a_lora_checkpoint_loads_as_a_model_for_evaluation(tmp_path, tiny_model_
         assert torch.equal(model(ids).logits, trainer.model(ids).logits)
         with model.disable_adapter():  # the adapters matter: without them the logits differ
             assert not torch.equal(model(ids).logits, trainer.model(ids).logits)
+
+
+def test_tied_embeddings_are_saved_once_and_resume_tied(tmp_path, tiny_tokenizer):
+    import transformers
+
+    def tied_llama():
+        torch.manual_seed(0)
+        config = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                          num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)
+        return transformers.LlamaForCausalLM(config)
+
+    first = make_trainer(tmp_path, tied_llama(), tiny_tokenizer)
+    first.train()
+    second = make_trainer(tmp_path, tied_llama(), tiny_tokenizer)
+    second.train(resume_from_checkpoint=True)  # SmolLM2, the default model, ties them too
+    head, embed = second.model.lm_head.weight, second.model.model.embed_tokens.weight
+    assert head is embed  # still one tensor after loading
+    assert torch.equal(embed, first.model.model.embed_tokens.weight)
+    assert not torch.equal(embed, tied_llama().model.embed_tokens.weight)  # trained values, not the initial
