@@ -100,7 +100,7 @@ def write_folder_atomically(target: Path, write, manifest: bool = False) -> None
 
 def rotate(output_dir: Path, limit: int, keep: Path) -> list[Path]:
     """Deletes the oldest checkpoints beyond the newest `limit` (never `keep`); returns the deleted ones."""
-    folders = sorted(_checkpoints(output_dir), key=lambda p: _step_of(p), reverse=True)
+    folders = sorted(checkpoint_folders(output_dir), key=lambda p: _step_of(p), reverse=True)
     doomed = [p for p in folders[limit:] if p != keep]
     for folder in doomed:
         shutil.rmtree(folder)
@@ -152,7 +152,7 @@ def latest_checkpoint(output_dir: str | os.PathLike[str]) -> Path | None:
     root = Path(output_dir)
     if not root.is_dir():
         return None
-    for folder in sorted(_checkpoints(root), key=_step_of, reverse=True):
+    for folder in sorted(checkpoint_folders(root), key=_step_of, reverse=True):
         problem = verify(folder)
         if problem is None:
             return folder
@@ -323,8 +323,9 @@ def _as_tuples(value: Any) -> Any:
 # --- helpers -----------------------------------------------------------------------------------------------
 
 
-def _checkpoints(root: Path) -> list[Path]:
-    return [p for p in root.iterdir() if p.is_dir() and _NAME.match(p.name)]
+def checkpoint_folders(root: Path) -> list[Path]:
+    """The `checkpoint-N` folders in `root`, complete or not (see `verify`), in no particular order."""
+    return [p for p in root.iterdir() if p.is_dir() and _NAME.match(p.name)] if root.is_dir() else []
 
 
 def _step_of(folder: Path) -> int:

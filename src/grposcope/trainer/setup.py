@@ -18,6 +18,7 @@ import torch
 
 from ..core import advantages
 from ..rollout import ROLLOUTS
+from .checkpoint import checkpoint_folders
 from .config import GRPOConfig
 from .geometry import Geometry, geometry_for, total_steps
 from .stream import PromptStream
@@ -89,7 +90,7 @@ def check_output_dir(args: GRPOConfig) -> list[str]:
     """
     root = Path(args.output_dir)
     metrics = root / "metrics.jsonl"
-    checkpoints = sorted(root.glob("checkpoint-*")) if root.is_dir() else []
+    checkpoints = checkpoint_folders(root)
     used = (metrics.is_file() and metrics.stat().st_size > 0) or bool(checkpoints)
     if used and not args.overwrite_output_dir:
         raise ValueError(

@@ -319,11 +319,10 @@ class GRPOTrainer:
 
     def save_checkpoint(self) -> Path:
         """Everything needed to continue the run, in output_dir/checkpoint-<global_step> (see checkpoint.py)."""
-        metrics_file = Path(self.args.output_dir) / METRICS_FILE
         info = {
             "global_step": self.global_step,
             "max_steps": self.max_steps,
-            "metrics_offset": metrics_file.stat().st_size if metrics_file.is_file() else 0,
+            "metrics_offset": self._metrics_bytes(),
             "data_fingerprint": checkpoint.fingerprint(self.stream.examples),
             "config": self.args.to_dict(),
         }
@@ -355,6 +354,11 @@ class GRPOTrainer:
         self._generation = None if generation is None else Generation.from_state(generation)
         self._eval_before = state["eval_before"]
 
+    def _metrics_bytes(self) -> int:
+        """The size of metrics.jsonl: a checkpoint records it, a resume checks that nothing went missing."""
+        path = Path(self.args.output_dir) / METRICS_FILE
+        return path.stat().st_size if path.is_file() else 0
+
     def _start(self) -> tuple[int, list[str]]:
         """A new run: output_dir must not hold another run's metrics (unless overwrite_output_dir)."""
         notes = check_output_dir(self.args)
@@ -366,9 +370,8 @@ class GRPOTrainer:
         folder = checkpoint.resolve(spec, self.args.output_dir)
         info = checkpoint.read_info(folder)
         notes += checkpoint.check_resumable(info, self.args.to_dict(), checkpoint.fingerprint(self.stream.examples))
-        metrics_file = Path(self.args.output_dir) / METRICS_FILE
-        if (metrics_file.stat().st_size if metrics_file.is_file() else 0) < info["metrics_offset"]:
-            notes.append(f"{metrics_file} is shorter than when {folder.name} was written: lines of the steps "
+        if self._metrics_bytes() < info["metrics_offset"]:
+            notes.append(f"{METRICS_FILE} is shorter than when {folder.name} was written: lines of the steps "
                          "before it are missing from it")
         state = checkpoint.load_checkpoint(folder, model=self.model, optimizer=self.optimizer,
                                            scheduler=self.scheduler)
