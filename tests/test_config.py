@@ -23,7 +23,7 @@ def test_seed_example_config_is_accepted_and_means_avspo():
         ({"num_generations": 1}, "num_generations must be >= 2"),
         ({"max_completion_length": 0}, "max_completion_length must be > 0"),
         ({"advantage_estimator": "gae"}, "known: avspo, dr_grpo, grpo, pool, rloo"),
-        ({"sampler": "greedy"}, "unknown sampler 'greedy'; known: fixed"),
+        ({"sampler": "greedy"}, "unknown sampler 'greedy'; known: budgeted, dynamic, fixed, reinforce_ada"),
         ({"loss_type": "ppo"}, "known: grpo, bnpo, dapo, dr_grpo"),
         ({"use_avspo": True, "advantage_estimator": "rloo"}, "conflicts"),
         ({"virtual_sample_strategy": "random"}, "known: stratified"),

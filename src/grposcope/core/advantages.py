@@ -26,7 +26,36 @@ from .virtual_samples import STRATEGIES, advantages_with_virtual, num_virtual_sa
 SCALES = ("group", "batch", "none")
 DEFAULT_EPS = 1e-4  # added to the std, as TRL does, so that numbers line up with it
 
-Pool = Sequence[torch.Tensor] | torch.Tensor | None
+
+
+@dataclass(frozen=True)
+class PoolStats:
+    """Mean and std of each prompt's pool, when the pools themselves are not at hand (see `pool_stats`)."""
+
+    mean: torch.Tensor  # (B,)
+    std: torch.Tensor  # (B,), 0 for a pool of one reward
+
+    def __len__(self) -> int:
+        return self.mean.shape[0]
+
+
+Pool = Sequence[torch.Tensor] | torch.Tensor | PoolStats | None
+
+
+def pool_stats(values: torch.Tensor, valid: torch.Tensor, unbiased: bool = True) -> PoolStats:
+    """Mean and std of pools of different sizes, padded into one matrix.
+
+    values (B, P) rewards, valid (B, P) bool marks the real ones (at least one per row) -> PoolStats of (B,)
+    """
+    if not valid.any(dim=1).all():
+        raise ValueError("every pool needs at least one reward")
+    n = valid.sum(dim=1).to(values.dtype)  # (B,)
+    x = torch.where(valid, values, torch.zeros_like(values))
+    mean = x.sum(dim=1) / n  # (B,)
+    square = torch.where(valid, (values - mean.unsqueeze(1)) ** 2, torch.zeros_like(values)).sum(dim=1)
+    dof = (n - 1).clamp(min=1) if unbiased else n
+    std = torch.where(n > 1, (square / dof).sqrt(), torch.zeros_like(mean))
+    return PoolStats(mean, std)
 
 
 @dataclass
@@ -103,21 +132,21 @@ def pool_advantages(
     """Reinforce-Ada's baseline (arXiv 2510.04996): A_ij = r_ij - mean(pool_j) [/ (std(pool_j) + eps)].
 
     rewards (B, G) the kept samples; pool: B tensors (P_j,) of every reward drawn for prompt j this step, or a
-    (B, P) tensor, or None (the pool is the group itself). A pool of one reward has std 0.
+    (B, P) tensor, or their `PoolStats`, or None (the pool is the group itself). A pool of one reward has std 0.
     """
     rewards = check_rewards(rewards)
     if pool is None:
         pool = rewards
     if len(pool) != rewards.shape[0]:
         raise ValueError(f"pool has {len(pool)} prompts but rewards has {rewards.shape[0]}")
-    stats = [_pool_stats(torch.as_tensor(p, dtype=rewards.dtype), unbiased) for p in pool]
-    like = {"dtype": rewards.dtype, "device": rewards.device}
-    mean = torch.tensor([m for m, _ in stats], **like).unsqueeze(1)  # (B, 1)
-    centered = rewards - mean  # (B, G)
+    if not isinstance(pool, PoolStats):
+        stats = [_pool_stats(torch.as_tensor(p, dtype=rewards.dtype), unbiased) for p in pool]
+        like = {"dtype": rewards.dtype, "device": rewards.device}
+        pool = PoolStats(torch.tensor([m for m, _ in stats], **like), torch.tensor([s for _, s in stats], **like))
+    centered = rewards - pool.mean.to(rewards).unsqueeze(1)  # (B, G)
     if not use_std:
         return centered
-    std = torch.tensor([s for _, s in stats], **like).unsqueeze(1)  # (B, 1)
-    return centered / (std + eps)
+    return centered / (pool.std.to(rewards).unsqueeze(1) + eps)
 
 
 def _pool_stats(p: torch.Tensor, unbiased: bool) -> tuple[float, float]:
@@ -282,8 +311,10 @@ __all__ = [
     "STRATEGIES",
     "available",
     "grpo_advantages",
+    "PoolStats",
     "make",
     "pool_advantages",
+    "pool_stats",
     "register",
     "rloo_advantages",
 ]

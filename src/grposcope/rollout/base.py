@@ -33,6 +33,11 @@ class Rollout:
     def lengths(self) -> torch.Tensor:
         return self.completion_mask.sum(dim=1)  # (N,)
 
+    def select(self, index: torch.Tensor) -> "Rollout":
+        """The rows `index` (N',), in that order."""
+        return Rollout(self.prompt_ids[index], self.prompt_mask[index], self.completion_ids[index],
+                       self.completion_mask[index], self.truncated[index], [self.texts[i] for i in index.tolist()])
+
 
 class RolloutBackend:
     """Interface of a generation backend."""
@@ -53,3 +58,24 @@ def completion_mask(completion_ids: torch.Tensor, eos_ids: list[int]) -> tuple[t
     positions = torch.arange(t, device=completion_ids.device).unsqueeze(0)  # (1, T)
     mask = positions <= first_eos.unsqueeze(1)  # (N, T) includes the EOS itself: the model learns to stop
     return mask.long(), ~has_eos
+
+
+def _pad_to(x: torch.Tensor, width: int, value: int, left: bool) -> torch.Tensor:
+    pad = x.new_full((x.shape[0], width - x.shape[1]), value)
+    return torch.cat([pad, x] if left else [x, pad], dim=1)
+
+
+def concat(parts: list[Rollout], pad_id: int) -> Rollout:
+    """Rollouts one after the other, padded to the widest prompt (left) and completion (right)."""
+    if len(parts) == 1:
+        return parts[0]
+    p = max(r.prompt_ids.shape[1] for r in parts)
+    t = max(r.completion_ids.shape[1] for r in parts)
+    return Rollout(
+        torch.cat([_pad_to(r.prompt_ids, p, pad_id, left=True) for r in parts]),
+        torch.cat([_pad_to(r.prompt_mask, p, 0, left=True) for r in parts]),
+        torch.cat([_pad_to(r.completion_ids, t, pad_id, left=False) for r in parts]),
+        torch.cat([_pad_to(r.completion_mask, t, 0, left=False) for r in parts]),
+        torch.cat([r.truncated for r in parts]),
+        [text for r in parts for text in r.texts],
+    )

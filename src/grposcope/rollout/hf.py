@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from . import ROLLOUTS
-from .base import Rollout, RolloutBackend, SamplingParams, completion_mask
+from .base import Rollout, RolloutBackend, SamplingParams, completion_mask, concat
 from .kv_cache import reserve, reserved_cache
 
 
@@ -32,7 +32,7 @@ class TransformersRollout(RolloutBackend):
             self._generate(prompts[i : i + per_call], num_generations, params)
             for i in range(0, len(prompts), per_call)
         ]
-        return _concat(parts, self.tokenizer.pad_token_id)
+        return concat(parts, self.tokenizer.pad_token_id)
 
     def _generate(self, prompts: list[str], g: int, params: SamplingParams) -> Rollout:
         tok = self.tokenizer
@@ -91,23 +91,3 @@ def _eos_ids(model, tokenizer) -> list[int]:
     if not ids:
         raise ValueError("neither the model nor the tokenizer names an EOS token: generation could not stop")
     return ids
-
-
-def _pad_to(x: torch.Tensor, width: int, value: int, left: bool) -> torch.Tensor:
-    pad = x.new_full((x.shape[0], width - x.shape[1]), value)
-    return torch.cat([pad, x] if left else [x, pad], dim=1)
-
-
-def _concat(parts: list[Rollout], pad_id: int) -> Rollout:
-    if len(parts) == 1:
-        return parts[0]
-    p = max(r.prompt_ids.shape[1] for r in parts)
-    t = max(r.completion_ids.shape[1] for r in parts)
-    return Rollout(
-        torch.cat([_pad_to(r.prompt_ids, p, pad_id, left=True) for r in parts]),
-        torch.cat([_pad_to(r.prompt_mask, p, 0, left=True) for r in parts]),
-        torch.cat([_pad_to(r.completion_ids, t, pad_id, left=False) for r in parts]),
-        torch.cat([_pad_to(r.completion_mask, t, 0, left=False) for r in parts]),
-        torch.cat([r.truncated for r in parts]),
-        [text for r in parts for text in r.texts],
-    )

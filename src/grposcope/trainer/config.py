@@ -172,7 +172,36 @@ class GRPOConfig:
     """AVSPO's virtual reward values: "stratified" (the paper's Eq. 9), "uniform", "fixed", "exp_decay",
     "opposite"."""
     sampler: str = "fixed"
-    """Who gets how many completions: "fixed" (G per prompt)."""
+    """Who gets how many completions (docs/algorithms.md, "Samplers"): "fixed" (G per prompt), "dynamic" (DAPO's
+    dynamic sampling, arXiv 2503.14476), "reinforce_ada" (Reinforce-Ada, arXiv 2510.04996; pair it with
+    advantage_estimator="pool") or "budgeted" (grposcope's: a fixed sample budget spent where a mixed group is
+    most likely)."""
+    max_gen_batches: int = 3
+    """dynamic: batches generated per step at most while collecting informative groups (verl's
+    max_num_gen_batches)."""
+    on_shortfall: str = "train"
+    """dynamic: when fewer informative groups than the batch were found, "train" on those kept (logged in
+    `sampler/shortfall`) or stop with an "error" (verl's behaviour)."""
+    exit_rule: str = "balance"
+    """reinforce_ada: a prompt stops being sampled once it has at least one correct sample ("pos") or G/2
+    correct and G/2 wrong ones ("balance")."""
+    round_size: int = 8
+    """reinforce_ada: samples per prompt per round."""
+    max_rounds: int = 4
+    """reinforce_ada: rounds at most; a prompt still unresolved after them is kept (see drop_unresolved)."""
+    drop_unresolved: bool = False
+    """reinforce_ada: drop prompts the exit rule never accepted instead of training on them."""
+    sample_budget: int | None = None
+    """budgeted: completions generated per step (default: prompts per generation x num_generations, what
+    "fixed" spends)."""
+    budget_candidates: float = 4.0
+    """budgeted: prompts considered per step, as a multiple of the batch (the batch and the next ones)."""
+    budget_decay: float = 0.95
+    """budgeted: per-step discount of a prompt's success/failure counts: old evidence fades as the policy moves,
+    so a skipped prompt is tried again."""
+    budget_min_p_mixed: float = 0.05
+    """budgeted: never draw a prompt whose chance of a mixed group is below this (almost surely solved or
+    hopeless for now)."""
     success_threshold: float = 0.5
     """A completion with reward >= this counts as correct (all-correct vs all-wrong collapse, AVSPO)."""
     kl_bound: float = 0.5
@@ -185,7 +214,8 @@ class GRPOConfig:
 
     def __post_init__(self) -> None:
         _check_positive(self, "num_generations", "per_device_train_batch_size", "gradient_accumulation_steps",
-                        "num_iterations", "logging_steps", "save_steps")
+                        "num_iterations", "logging_steps", "save_steps", "max_gen_batches", "round_size",
+                        "max_rounds")
         if self.num_generations < 2:
             raise ValueError(
                 f"num_generations must be >= 2 (got {self.num_generations}): GRPO compares completions of the "
@@ -250,7 +280,11 @@ class GRPOConfig:
         if self.advantage_estimator not in advantages.ESTIMATORS:
             advantages.ESTIMATORS.get(self.advantage_estimator)  # raises with the known names
         _check_choice("virtual_sample_strategy", self.virtual_sample_strategy, STRATEGIES)
-        _check_choice("sampler", self.sampler, ("fixed",))
+        from ..sampling import SAMPLERS
+
+        SAMPLERS.get(self.sampler)  # raises with the known names
+        _check_choice("on_shortfall", self.on_shortfall, ("train", "error"))
+        _check_choice("exit_rule", self.exit_rule, ("pos", "balance"))
         # Names that would otherwise fail only after the model is loaded (20-40 s for the embedded one).
         from ..data.tasks import check_task_spec, is_file_spec
         from ..rewards.builtin import REWARDS

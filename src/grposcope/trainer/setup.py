@@ -35,6 +35,7 @@ class Run:
     eval_examples: list[dict]
     scorer: Any
     estimator: advantages.AdvantageEstimator
+    sampler: Any
     rollout: Any
     optimizer: torch.optim.Optimizer
     scheduler: Any
@@ -79,7 +80,8 @@ def build_run(args: GRPOConfig, model, reward_funcs, train_dataset, eval_dataset
                          total_steps=total, logging_steps=args.logging_steps, resume_step=resume_step)
 
     return Run(model, tokenizer, reference_policy(args, model), geometry, PromptStream(train, args.seed),
-               train, evals, scorer, make_estimator(args), rollout, optimizer, scheduler, logger_factory)
+               train, evals, scorer, make_estimator(args), make_sampler(args), rollout, optimizer, scheduler,
+               logger_factory)
 
 
 def check_output_dir(args: GRPOConfig) -> list[str]:
@@ -120,8 +122,33 @@ def make_estimator(args: GRPOConfig) -> advantages.AdvantageEstimator:
         "seed": args.seed,
     }
     factory = advantages.ESTIMATORS.get(args.advantage_estimator)
+    return advantages.make(args.advantage_estimator, **_accepted(factory, options))
+
+
+def make_sampler(args: GRPOConfig):
+    """The configured sampler, given whichever of the config's sampler options it takes."""
+    from ..sampling import SAMPLERS
+
+    options = {
+        "max_gen_batches": args.max_gen_batches,
+        "on_shortfall": args.on_shortfall,
+        "exit_rule": args.exit_rule,
+        "round_size": args.round_size,
+        "max_rounds": args.max_rounds,
+        "drop_unresolved": args.drop_unresolved,
+        "budget": args.sample_budget,
+        "candidates": args.budget_candidates,
+        "decay": args.budget_decay,
+        "min_p_mixed": args.budget_min_p_mixed,
+        "success_threshold": args.success_threshold,
+        "seed": args.seed,
+    }
+    return SAMPLERS.make(args.sampler, **_accepted(SAMPLERS.get(args.sampler), options))
+
+
+def _accepted(factory, options: dict[str, Any]) -> dict[str, Any]:
     accepted = inspect.signature(factory).parameters
-    return advantages.make(args.advantage_estimator, **{k: v for k, v in options.items() if k in accepted})
+    return {k: v for k, v in options.items() if k in accepted}
 
 
 def make_scorer(args: GRPOConfig, reward_funcs, task_rewards):

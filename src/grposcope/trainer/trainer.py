@@ -19,10 +19,10 @@ import torch
 from ..core import losses
 from ..core.diagnostics import CollapseMonitor
 from ..logging.backends import METRICS_FILE
-from ..rewards.inputs import reward_inputs
 from ..rollout import SamplingParams
 from . import checkpoint
 from .config import GRPOConfig
+from .drawing import Drawing
 from .evaluation import evaluate
 from .geometry import total_steps
 from .phases import PhaseTimer
@@ -91,6 +91,7 @@ class GRPOTrainer:
         self.model, self.tokenizer, self.ref_model = run.model, run.tokenizer, run.ref_model
         self.geometry, self.stream, self.eval_examples = run.geometry, run.stream, run.eval_examples
         self.scorer, self.estimator, self.rollout = run.scorer, run.estimator, run.rollout
+        self.sampler = run.sampler
         self.optimizer, self.scheduler, self.logger_factory = run.optimizer, run.scheduler, run.logger_factory
         self.monitor = CollapseMonitor(success_threshold=self.args.success_threshold, kl_bound=self.args.kl_bound)
         self.max_steps = total_steps(self.args, self.geometry, len(run.train_examples))
@@ -151,20 +152,19 @@ class GRPOTrainer:
         return metrics
 
     def _generate(self) -> Generation:
-        """Sample prompts, generate, score, compute advantages and the collapse diagnostics."""
+        """Sample prompts; the sampler draws (generates and scores) and keeps groups; advantages."""
         t0, timer = time.perf_counter(), self.timer
         args, g = self.args, self.args.num_generations
         examples = self.stream.take(self.geometry.prompts_per_generation)  # B prompts
         self.model.eval()  # generate() keeps the mode it finds: no dropout (e.g. LoRA's) while sampling
         extra = tuple(sorted((args.generation_kwargs or {}).items()))
         params = SamplingParams(args.max_completion_length, args.temperature, args.top_p, args.top_k, extra=extra)
-        with timer("generation"):
-            rollout = self.rollout.generate([e["prompt_text"] for e in examples], g, params)  # N = B * G rows
-        t_gen = time.perf_counter() - t0
-        with timer("scoring"):  # rewards and advantages
-            scored = self.scorer.score(*reward_inputs(examples, rollout.texts, g, rollout.completion_ids))
-            rewards = scored.rewards.view(-1, g)  # (B, G)
-            est = self.estimator(rewards)
+        drawing = Drawing(self.rollout, self.scorer, params, self.tokenizer.pad_token_id, timer)
+        selection = self.sampler.sample(examples, drawing.draw, self.stream.take, g)  # B' groups of G
+        rollout = drawing.gather(selection)  # N = B' * G rows, group after group
+        with timer("scoring"):  # advantages
+            rewards = selection.rewards  # (B', G)
+            est = self.estimator(rewards, pool=selection.pool)
         loss_mask = rollout.completion_mask.clone()  # (N, T)
         if args.mask_truncated_completions:
             loss_mask[rollout.truncated] = 0
@@ -175,18 +175,15 @@ class GRPOTrainer:
             batch.old_logp, batch.ref_logp = self._old_and_ref_logps(batch)
         lengths = rollout.lengths.float()
         metrics = {
-            **scored.metrics,
+            **drawing.reward_metrics(),
+            **selection.metrics,
             **est.metrics,
             "reward/mean": rewards.mean().item(),
             "reward/std": rewards.std().item() if rewards.numel() > 1 else 0.0,
             "completion/mean_length": lengths.mean().item(),
             "completion/truncated_frac": rollout.truncated.float().mean().item(),
-            "sampler/samples_generated": float(rollout.completion_ids.shape[0]),
-            "sampler/tokens_generated": lengths.sum().item(),
-            "sampler/samples_kept": float(rollout.completion_ids.shape[0]),
-            "sampler/rounds_mean": 1.0,
-            "sampler/prompts_dropped": 0.0,
-            "perf/gen_tokens_per_s": lengths.sum().item() / max(t_gen, 1e-9),
+            "perf/gen_tokens_per_s": selection.metrics["sampler/tokens_generated"]
+            / max(timer.seconds["generation"], 1e-9),
         }
         self._pending = (rewards, est.advantages)  # diagnosed after the first update, with its entropy
         return Generation.planned(batch, metrics, time.perf_counter() - t0, args.num_iterations,
@@ -226,7 +223,6 @@ class GRPOTrainer:
                 metrics.update(
                     self.monitor.update(rewards, adv, entropy=metrics["entropy/mean"], kl=metrics.get("kl/mean"))
                 )
-            metrics["sampler/informative_frac"] = 1.0 - metrics["collapse/acr_post"]
         self._pending = None
         return metrics
 
@@ -341,6 +337,7 @@ class GRPOTrainer:
             "stream": self.stream.state_dict(),
             "estimator": self.estimator.state_dict(),
             "monitor": self.monitor.state_dict(),
+            "sampler": self.sampler.state_dict(),
             "generation": None if generation is None or generation.done else generation.state_dict(),
             "eval_before": self._eval_before,
         }
@@ -350,6 +347,7 @@ class GRPOTrainer:
         self.stream.load_state_dict(state["stream"])
         self.estimator.load_state_dict(state["estimator"])
         self.monitor.load_state_dict(state["monitor"])
+        self.sampler.load_state_dict(state["sampler"])
         generation = state["generation"]
         self._generation = None if generation is None else Generation.from_state(generation)
         self._eval_before = state["eval_before"]

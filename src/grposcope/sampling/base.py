@@ -1,0 +1,102 @@
+"""What a sampler is given and what it returns.
+
+A sampler decides who gets how many completions. It never generates or scores: the caller (the trainer, or
+the collapse simulator) hands it a `draw` function, and it answers which of the drawn samples train. Everything
+is kept in tensors, so that the simulator can run ten thousand prompts a step.
+
+Notation: B prompts handed over, n samples per prompt in one draw, G the group that trains (num_generations),
+B' the prompts that train (B' <= B for samplers that drop collapsed groups), P_j every reward drawn for prompt j
+this step (its pool, P_j >= G). Samples are numbered across the step's draws: draw d's row r is sample
+offset(d) + r, where offset(d) is the number of samples drawn before it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Hashable
+
+import torch
+
+from ..core.advantages import PoolStats
+
+
+@dataclass
+class Drawn:
+    """n samples of each of B prompts, scored: what `draw(prompts, n)` returns."""
+
+    rewards: torch.Tensor  # (B, n) float: sample j of prompt b is row b*n + j of `rows`
+    lengths: torch.Tensor  # (B, n) completion tokens, for the accounting
+    rows: Any = None  # the caller's per-sample data (the trainer's Rollout); the sampler never reads it
+
+
+Draw = Callable[[list[Any], int], Drawn]  # (prompts, n) -> n scored samples of each prompt
+MorePrompts = Callable[[int], list[Any]]  # (count) -> the next prompts of the data stream
+
+
+@dataclass
+class Selection:
+    """A sampler's answer: which prompts train, on which samples, against which baseline pool."""
+
+    prompts: list[Any]  # B' prompts that train
+    samples: torch.Tensor  # (B', G) long: the training samples, numbered across `draws` (see the notation)
+    rewards: torch.Tensor  # (B', G) their rewards
+    draws: list[Drawn]  # every draw of the step, in order
+    pool: PoolStats | None = None  # the pools' mean and std; None: each group is its own pool
+    metrics: dict[str, float] = field(default_factory=dict)  # sampler/* accounting
+
+
+class Sampler:
+    """Base class: `sample(prompts, draw, more, g)`, and state for checkpoints."""
+
+    def __init__(self, success_threshold: float = 0.5, seed: int = 0) -> None:
+        self.success_threshold = success_threshold
+        self.generator = torch.Generator().manual_seed(seed)  # down-sampling, tie-breaking
+
+    def sample(self, prompts: list[Any], draw: Draw, more: MorePrompts, g: int) -> Selection:
+        raise NotImplementedError
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.generator.set_state(state["generator"])
+
+
+def prompt_key(prompt: Any) -> Hashable:
+    """What identifies a prompt across steps: itself when it is a number or a string (the simulator), else its
+    rendered text, else its `prompt` (the trainer's examples)."""
+    if isinstance(prompt, (int, str)):
+        return prompt
+    return str(prompt.get("prompt_text", prompt.get("prompt")))
+
+
+def informative(rewards: torch.Tensor) -> torch.Tensor:
+    """Groups whose rewards are not all equal: those with a non-zero group-relative advantage.
+
+    rewards (B, G) -> (B,) bool
+    """
+    return (rewards != rewards[:, :1]).any(dim=1)
+
+
+def sample_numbers(drawn: Drawn, offset: int) -> torch.Tensor:
+    """The step-wide numbers of a draw's samples.  -> (B, n)"""
+    b, n = drawn.rewards.shape
+    return offset + torch.arange(b * n).view(b, n)
+
+
+def accounting(draws: list[Drawn], kept: torch.Tensor, rounds: float, dropped: int, **extra: float) -> dict:
+    """The `sampler/*` metrics every sampler logs (docs/metrics.md). kept (B', G) the training rewards."""
+    metrics = {
+        "sampler/samples_generated": float(sum(d.rewards.numel() for d in draws)),
+        "sampler/tokens_generated": float(sum(d.lengths.sum().item() for d in draws)),
+        "sampler/samples_kept": float(kept.numel()),
+        "sampler/informative_frac": informative(kept).float().mean().item() if kept.numel() else 0.0,
+        "sampler/rounds_mean": float(rounds),
+        "sampler/prompts_dropped": float(dropped),
+    }
+    metrics.update({f"sampler/{k}": float(v) for k, v in extra.items()})
+    return metrics
+
+
+def pick(prompts: list[Any], index: torch.Tensor) -> list[Any]:
+    return [prompts[i] for i in index.tolist()]

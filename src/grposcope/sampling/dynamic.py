@@ -1,0 +1,65 @@
+"""`dynamic`: DAPO's dynamic sampling ("DAPO: An Open-Source LLM Reinforcement Learning System at Scale",
+arXiv 2503.14476). Groups whose G rewards are all equal teach nothing under a group-relative advantage; they are
+dropped and a fresh batch of prompts is drawn, until B informative groups are kept or `max_gen_batches`
+batches were generated. Informative groups beyond B are not trained on.
+
+Deviation from the paper's release (verl), which stops the run when the batches run out: a shortfall trains on
+the informative groups kept and logs `sampler/shortfall` (`on_shortfall="error"` restores the strict
+behaviour). When not one group was informative, the last batch trains as drawn (its zero advantages make no
+update, but the step and its metrics stay consistent).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from . import SAMPLERS
+from .base import Draw, MorePrompts, Sampler, Selection, accounting, informative, pick, sample_numbers
+
+SHORTFALL = ("train", "error")
+
+
+@SAMPLERS.register("dynamic")
+class Dynamic(Sampler):
+    def __init__(self, max_gen_batches: int = 3, on_shortfall: str = "train", success_threshold: float = 0.5,
+                 seed: int = 0) -> None:
+        super().__init__(success_threshold, seed)
+        if not isinstance(max_gen_batches, int) or max_gen_batches < 1:
+            raise ValueError(f"max_gen_batches must be an int >= 1 (batches generated per step), got "
+                             f"{max_gen_batches!r}")
+        if on_shortfall not in SHORTFALL:
+            raise ValueError(f"unknown on_shortfall {on_shortfall!r}; known: {', '.join(SHORTFALL)}")
+        self.max_gen_batches, self.on_shortfall = max_gen_batches, on_shortfall
+
+    def sample(self, prompts: list[Any], draw: Draw, more: MorePrompts, g: int) -> Selection:
+        want, batch, offset = len(prompts), list(prompts), 0
+        draws, kept_prompts, kept_samples, kept_rewards = [], [], [], []
+        while True:
+            drawn = draw(batch, g)  # (B, G)
+            draws.append(drawn)
+            useful = informative(drawn.rewards).nonzero().flatten()  # (K,)
+            kept_prompts += pick(batch, useful)
+            kept_samples.append(sample_numbers(drawn, offset)[useful])
+            kept_rewards.append(drawn.rewards[useful])
+            offset += drawn.rewards.numel()
+            if len(kept_prompts) >= want or len(draws) == self.max_gen_batches:
+                break
+            batch = more(want)  # a fresh batch, as DAPO draws them
+        drawn_prompts = sum(d.rewards.shape[0] for d in draws)
+        samples, rewards = torch.cat(kept_samples)[:want], torch.cat(kept_rewards)[:want]
+        kept_prompts = kept_prompts[:want]
+        shortfall = want - len(kept_prompts)
+        if shortfall and self.on_shortfall == "error":
+            raise RuntimeError(
+                f"dynamic sampling kept {len(kept_prompts)} informative groups of the {want} wanted after "
+                f"{len(draws)} batches (max_gen_batches={self.max_gen_batches}); raise max_gen_batches, make "
+                "the prompts' difficulty fit the model, or set on_shortfall='train'"
+            )
+        if not kept_prompts:  # nothing informative: the last batch trains as drawn
+            kept_prompts, rewards = batch, draws[-1].rewards
+            samples = sample_numbers(draws[-1], offset - rewards.numel())
+        metrics = accounting(draws, rewards, rounds=1, dropped=drawn_prompts - len(kept_prompts),
+                             shortfall=shortfall, gen_batches=len(draws))
+        return Selection(kept_prompts, samples, rewards, draws, None, metrics)

@@ -1,0 +1,16 @@
+"""`fixed`: G completions for every prompt of the batch, all of them trained on (plain GRPO)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import SAMPLERS
+from .base import Draw, MorePrompts, Sampler, Selection, accounting, sample_numbers
+
+
+@SAMPLERS.register("fixed")
+class Fixed(Sampler):
+    def sample(self, prompts: list[Any], draw: Draw, more: MorePrompts, g: int) -> Selection:
+        drawn = draw(prompts, g)  # (B, G)
+        metrics = accounting([drawn], drawn.rewards, rounds=1, dropped=0)
+        return Selection(list(prompts), sample_numbers(drawn, 0), drawn.rewards, [drawn], None, metrics)
