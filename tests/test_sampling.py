@@ -166,6 +166,13 @@ def test_budgeted_spends_its_budget_where_groups_are_mixed():
     assert hopeless / drawn < 0.25  # once known, hopeless prompts are mostly skipped
 
 
+def test_budgeted_draws_a_prompt_at_most_once_per_step_when_the_look_ahead_wraps_around():
+    world = Synthetic([0.5] * 4, seed=0)  # 4 prompts, 4 x 4 candidates: the stream comes round four times
+    selection = make("budgeted", budget=64, candidates=4.0).sample(world.more(4), world.draw, world.more, 4)
+    drawn = [p for prompts, _ in world.calls for p in prompts]
+    assert sorted(drawn) == sorted(set(drawn)) and selection.metrics["sampler/candidates"] == 4
+
+
 def test_budgeted_forgets_and_revisits_a_prompt_and_checkpoints_its_beliefs():
     sampler = make("budgeted", decay=0.5)
     rows = sampler._rows([7])

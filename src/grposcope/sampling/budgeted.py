@@ -103,7 +103,7 @@ class Budgeted(Sampler):
             raise ValueError(f"budget={budget} samples cannot fill one group of num_generations={g}")
         self.step += 1
         self.rate *= self.decay  # the prior follows the recent success rate
-        pool = list(prompts) + more(max(0, math.ceil(self.candidates * want) - want))
+        pool = _distinct(list(prompts) + more(max(0, math.ceil(self.candidates * want) - want)))
         rows = self._rows(pool)  # (C,)
         untried = torch.ones(len(pool), dtype=torch.bool)
         draws, kept, spent = [], [], 0  # spent: samples drawn so far, also the next draw's offset
@@ -153,3 +153,10 @@ class Budgeted(Sampler):
         keys = [int(k) if is_int else k for k, is_int in zip(state["keys"], state["key_is_int"])]
         self.index = {k: i for i, k in enumerate(keys)}
         self.counts = state["counts"].clone()
+
+
+def _distinct(prompts: list[Any]) -> list[Any]:
+    """The candidates without repeats (a small dataset comes round again within one step's look-ahead): a
+    prompt is drawn at most once per step."""
+    seen: set = set()
+    return [p for p in prompts if not (prompt_key(p) in seen or seen.add(prompt_key(p)))]
