@@ -95,31 +95,3 @@ def policy_gradient(features: torch.Tensor, p: torch.Tensor, rewards: torch.Tens
     """
     score = advantages * (rewards - p.unsqueeze(1))  # (B', G)
     return score.sum(dim=1) @ features / rewards.numel()  # (k,)
-
-
-class PromptOrder:
-    """The training prompts' indices in a seeded order, reshuffled every epoch (as trainer.PromptStream).
-
-    `take(count)` continues the stream; the samplers' `more` is this same method.
-    """
-
-    def __init__(self, n: int, seed: int) -> None:
-        self.n, self.seed = n, seed
-        self.epoch, self.position = 0, 0
-        self.order = self._permutation(0)  # (N,)
-
-    def _permutation(self, epoch: int) -> torch.Tensor:
-        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
-        return torch.randperm(self.n, generator=gen)
-
-    def take(self, count: int) -> list[int]:
-        parts = []
-        while count > 0:
-            if self.position == self.n:
-                self.epoch, self.position = self.epoch + 1, 0
-                self.order = self._permutation(self.epoch)
-            part = self.order[self.position : self.position + count]
-            parts.append(part)
-            self.position += len(part)
-            count -= len(part)
-        return torch.cat(parts).tolist() if parts else []

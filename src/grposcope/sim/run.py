@@ -22,7 +22,8 @@ from ..core import advantages
 from ..core.diagnostics import CollapseMonitor
 from ..sampling import SAMPLERS, Sampler
 from .config import SimConfig
-from .model import Population, PromptOrder, Simulated, make_population, policy_gradient, success_prob
+from ..sampling.stream import PromptStream
+from .model import Population, Simulated, make_population, policy_gradient, success_prob
 
 # the generators of one run, each from its own seed, so that e.g. a sampler that draws more samples does not
 # change the prompts or their order
@@ -62,7 +63,7 @@ def _simulate(config: SimConfig, population: Population | None) -> SimResult:
     if config.batch_size > pop.size:
         raise ValueError(f"batch_size={config.batch_size} is larger than the population's {pop.size} prompts")
     sampler, estimator = build_sampler(config), build_estimator(config)
-    order, monitor = PromptOrder(pop.size, _seed(config.seed, _ORDER)), CollapseMonitor()
+    order, monitor = PromptStream(range(pop.size), _seed(config.seed, _ORDER)), CollapseMonitor()
     draws = _generator(config.seed, _DRAWS)
     lengths = {"length_correct": config.length_correct, "length_wrong": config.length_wrong,
                "spread": config.length_spread, "max_length": config.max_length}
@@ -89,7 +90,7 @@ def _simulate(config: SimConfig, population: Population | None) -> SimResult:
 
 
 def _step(config: SimConfig, pop: Population, p: torch.Tensor, sampler: Sampler,
-          estimator: advantages.AdvantageEstimator, monitor: CollapseMonitor, order: PromptOrder,
+          estimator: advantages.AdvantageEstimator, monitor: CollapseMonitor, order: PromptStream,
           draw: Simulated) -> tuple[dict[str, float], torch.Tensor]:
     """Sample, score, advantage, diagnose: the step's metrics and the REINFORCE gradient (k,)."""
     selection = sampler.sample(order.take(config.batch_size), draw, order.take, config.num_generations)

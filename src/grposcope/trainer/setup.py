@@ -18,10 +18,10 @@ import torch
 
 from ..core import advantages
 from ..rollout import ROLLOUTS
+from ..sampling.stream import PromptStream
 from .checkpoint import checkpoint_folders
 from .config import GRPOConfig
 from .geometry import Geometry, geometry_for, total_steps
-from .stream import PromptStream
 
 
 @dataclass
