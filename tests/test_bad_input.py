@@ -151,13 +151,18 @@ REWARD_FAILURES = [
 ]
 
 
+def flaky_trainer(tmp_path, model, tokenizer, kind: str, release: threading.Event, **options) -> GRPOTrainer:
+    """A run whose second reward function fails in the way `kind` says from its second call on."""
+    return GRPOTrainer(model=model, processing_class=tokenizer, train_dataset=DATA,
+                       reward_funcs=[constant, failing_from_second_call(kind, release)],
+                       args=config(tmp_path, reward_timeout=0.5, **options))
+
+
 @pytest.mark.parametrize("kind, problem, shown, fix, _", REWARD_FAILURES, ids=[c[0] for c in REWARD_FAILURES])
 def test_a_failing_reward_stops_the_run_and_keeps_the_steps_before(tmp_path, tiny_llama, tiny_tokenizer,
                                                                    kind, problem, shown, fix, _):
     release = threading.Event()
-    trainer = GRPOTrainer(model=tiny_llama, processing_class=tiny_tokenizer, train_dataset=DATA,
-                          reward_funcs=[constant, failing_from_second_call(kind, release)],
-                          args=config(tmp_path, max_steps=3, reward_timeout=0.5))
+    trainer = flaky_trainer(tmp_path, tiny_llama, tiny_tokenizer, kind, release, max_steps=3)
     try:
         with pytest.raises(RewardFunctionError, match=r"reward function 'flaky' " + problem) as info:
             trainer.train()
@@ -184,9 +189,7 @@ def test_a_failing_reward_stops_the_run_and_keeps_the_steps_before(tmp_path, tin
 def test_a_failing_reward_with_reward_errors_zero_scores_0_and_counts(tmp_path, tiny_llama, tiny_tokenizer,
                                                                       kind, _, __, ___, zeroed):
     release = threading.Event()
-    trainer = GRPOTrainer(model=tiny_llama, processing_class=tiny_tokenizer, train_dataset=DATA,
-                          reward_funcs=[constant, failing_from_second_call(kind, release)],
-                          args=config(tmp_path, reward_timeout=0.5, reward_errors="zero"))
+    trainer = flaky_trainer(tmp_path, tiny_llama, tiny_tokenizer, kind, release, reward_errors="zero")
     try:
         trainer.train()
     finally:

@@ -344,8 +344,8 @@ def _sim_configs(o: dict[str, Any]) -> list[Any]:
     from .sim import SimConfig
 
     samplers, estimators = _names(o["sampler"], "--sampler"), _names(o["estimator"], "--estimator")
-    sampler_opts = _route_options(o["sampler_options"], samplers, SAMPLERS.get, "--sampler_options")
-    estimator_opts = _route_options(o["estimator_options"], estimators, ESTIMATORS.get, "--estimator_options")
+    sampler_opts = _route_options(o["sampler_options"], samplers, SAMPLERS, "--sampler_options")
+    estimator_opts = _route_options(o["estimator_options"], estimators, ESTIMATORS, "--estimator_options")
     shared = {key: o[key] for key in ("prompts", "num_generations", "steps", "batch_size", "lr", "seed",
                                       "features", "shared_skill", "difficulty_mean", "difficulty_std",
                                       "heldout_frac")}
@@ -360,10 +360,9 @@ def _names(text: str, flag: str) -> list[str]:
     return names
 
 
-def _route_options(text: str | None, names: list[str], factory: Any, flag: str) -> dict[str, dict[str, Any]]:
+def _route_options(text: str | None, names: list[str], registry: Any, flag: str) -> dict[str, dict[str, Any]]:
     """`key=value,name.key=value` -> each name's keyword arguments. An unscoped key goes to every name whose
     factory takes it, and must fit at least one; values are read as JSON (5, true, null), else as text."""
-    import inspect
     import json
 
     routed: dict[str, dict[str, Any]] = {name: {} for name in names}
@@ -380,7 +379,7 @@ def _route_options(text: str | None, names: list[str], factory: Any, flag: str) 
             value = raw.strip()
         if dot and scope not in routed:
             raise ValueError(f"{flag}: {scope!r} is not one of the runs' names ({', '.join(names)})")
-        targets = [scope] if dot else [n for n in names if key in inspect.signature(factory(n)).parameters]
+        targets = [scope] if dot else [n for n in names if registry.accepted(n, {key: value})]
         if not targets:
             raise ValueError(f"{flag}: none of {', '.join(names)} takes an option {key!r}")
         for name in targets:

@@ -49,6 +49,12 @@ class Registry(Generic[T]):
             raise TypeError(f"{self.kind} {name!r}: {err}; it takes {inspect.signature(factory)}") from None
         return factory(**params)
 
+    def accepted(self, name: str, options: dict[str, Any]) -> dict[str, Any]:
+        """The part of `options` that entry `name` takes: a config holds the options of every entry, and each
+        entry gets its own (e.g. `exit_rule` goes to reinforce_ada only)."""
+        parameters = inspect.signature(self.get(name)).parameters
+        return {k: v for k, v in options.items() if k in parameters}
+
     def names(self) -> list[str]:
         return sorted(self._entries)
 

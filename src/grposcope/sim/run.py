@@ -10,7 +10,6 @@ One step, as the trainer's (docs/simulator.md):
 from __future__ import annotations
 
 import contextlib
-import inspect
 import math
 import time
 from dataclasses import dataclass
@@ -105,14 +104,14 @@ def _step(config: SimConfig, pop: Population, p: torch.Tensor, sampler: Sampler,
 
 def build_sampler(config: SimConfig) -> Sampler:
     """The registry's sampler, seeded from the run's seed unless its options set one."""
-    options = {**_accepted(SAMPLERS.get(config.sampler), {"seed": config.seed}), **config.sampler_options}
+    options = {**SAMPLERS.accepted(config.sampler, {"seed": config.seed}), **config.sampler_options}
     return SAMPLERS.make(config.sampler, **options)
 
 
 def build_estimator(config: SimConfig) -> advantages.AdvantageEstimator:
     """The registry's estimator (stateful ones, such as avspo, live for the whole run)."""
-    factory = advantages.ESTIMATORS.get(config.estimator)
-    options = {**_accepted(factory, {"seed": config.seed}), **config.estimator_options}
+    options = {**advantages.ESTIMATORS.accepted(config.estimator, {"seed": config.seed}),
+               **config.estimator_options}
     return advantages.make(config.estimator, **options)
 
 
@@ -156,11 +155,6 @@ def _torch_threads(n: int) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
-
-
-def _accepted(factory: Any, options: dict[str, Any]) -> dict[str, Any]:
-    accepted = inspect.signature(factory).parameters
-    return {k: v for k, v in options.items() if k in accepted}
 
 
 def _mean(values: list[float]) -> float:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import inspect
 import random
 import shutil
 from dataclasses import dataclass
@@ -121,8 +120,8 @@ def make_estimator(args: GRPOConfig) -> advantages.AdvantageEstimator:
         "success_threshold": args.success_threshold,
         "seed": args.seed,
     }
-    factory = advantages.ESTIMATORS.get(args.advantage_estimator)
-    return advantages.make(args.advantage_estimator, **_accepted(factory, options))
+    return advantages.make(args.advantage_estimator,
+                           **advantages.ESTIMATORS.accepted(args.advantage_estimator, options))
 
 
 def make_sampler(args: GRPOConfig):
@@ -143,12 +142,7 @@ def make_sampler(args: GRPOConfig):
         "success_threshold": args.success_threshold,
         "seed": args.seed,
     }
-    return SAMPLERS.make(args.sampler, **_accepted(SAMPLERS.get(args.sampler), options))
-
-
-def _accepted(factory, options: dict[str, Any]) -> dict[str, Any]:
-    accepted = inspect.signature(factory).parameters
-    return {k: v for k, v in options.items() if k in accepted}
+    return SAMPLERS.make(args.sampler, **SAMPLERS.accepted(args.sampler, options))
 
 
 def make_scorer(args: GRPOConfig, reward_funcs, task_rewards):
