@@ -239,10 +239,7 @@ class RewardScorer:
             per_function[:, j] = torch.tensor(values, dtype=torch.float64)
             errored[failed] = True
         rewards = torch.nansum(per_function * self.weights.double(), dim=1)  # (N,); all-NaN rows sum to 0.0
-        applied = ~torch.isnan(per_function)  # (N, F)
-        metrics = {f"reward/{name}/mean": _nanmean(per_function[:, j]) for j, name in enumerate(self.names)}
-        metrics["reward/errors"] = float(errored.sum())
-        metrics["reward/none_frac"] = float((~applied.any(dim=1)).float().mean()) if n else 0.0
+        metrics = reward_metrics(per_function, self.names, errors=float(errored.sum()))
         return ScoreResult(rewards=rewards.float(), per_function=per_function.float(), metrics=metrics)
 
     def _run(self, func, name, prompts, completions, columns) -> tuple[list[float], list[int]]:
@@ -347,6 +344,16 @@ def _check_batch(prompts: Sequence[Any], completions: Sequence[Any], columns: di
                 "with the batch (repeat each prompt's entry once per completion)"
             )
     return n
+
+
+def reward_metrics(per_function: torch.Tensor, names: Sequence[str], errors: float) -> dict[str, float]:
+    """`reward/<name>/mean` (over the samples a function applied to), `reward/errors` (samples zero-scored by
+    a failure) and `reward/none_frac` (samples no function applied to).  per_function (N, F), NaN for None"""
+    metrics = {f"reward/{name}/mean": _nanmean(per_function[:, j]) for j, name in enumerate(names)}
+    metrics["reward/errors"] = errors
+    none = torch.isnan(per_function).all(dim=1)  # (N,)
+    metrics["reward/none_frac"] = float(none.float().mean()) if len(none) else 0.0
+    return metrics
 
 
 def _nanmean(column: torch.Tensor) -> float:

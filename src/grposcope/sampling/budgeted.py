@@ -106,10 +106,10 @@ class Budgeted(Sampler):
         pool = _distinct(list(prompts) + more(max(0, math.ceil(self.candidates * want) - want)))
         rows = self._rows(pool)  # (C,)
         untried = torch.ones(len(pool), dtype=torch.bool)
-        draws, kept, spent = [], [], 0  # spent: samples drawn so far, also the next draw's offset
-        while budget - spent >= g and untried.any() and sum(len(k[0]) for k in kept) < want:
+        draws, kept, spent, n_kept = [], [], 0, 0  # spent: samples drawn so far, also the next draw's offset
+        while budget - spent >= g and untried.any() and n_kept < want:
             share = budget * self.first_round if not draws else budget - spent
-            slots = min(max(1, int(share // g)), (budget - spent) // g, want - sum(len(k[0]) for k in kept))
+            slots = min(max(1, int(share // g)), (budget - spent) // g, want - n_kept)
             a, b = self._belief(rows)
             value = torch.where(untried, p_mixed(a, b, g), torch.tensor(-1.0, dtype=torch.float64))  # (C,)
             noise = 1e-9 * torch.rand(len(pool), generator=self.generator, dtype=torch.float64)  # random ties
@@ -125,6 +125,7 @@ class Budgeted(Sampler):
             numbers = sample_numbers(drawn, spent)
             spent += drawn.rewards.numel()
             kept.append((chosen[useful], numbers[useful], drawn.rewards[useful]))
+            n_kept += len(useful)
             last = (chosen, numbers, drawn.rewards)
         if not draws:  # every candidate below min_p_mixed: the batch trains as `fixed` would draw it
             drawn = draw(list(prompts), g)

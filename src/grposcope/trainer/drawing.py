@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from ..rewards.inputs import reward_inputs
+from ..rewards.scorer import reward_metrics
 from ..rollout import SamplingParams
 from ..rollout.base import Rollout, concat
 from ..sampling import Drawn, Selection
@@ -44,8 +45,5 @@ class Drawing:
         if len(self.scores) == 1:
             return dict(self.scores[0].metrics)
         per_function = torch.cat([s.per_function for s in self.scores]).double()  # (N_drawn, F)
-        metrics = {f"reward/{name}/mean": torch.nanmean(per_function[:, j]).item()
-                   for j, name in enumerate(self.scorer.names)}
-        metrics["reward/errors"] = float(sum(s.metrics["reward/errors"] for s in self.scores))
-        metrics["reward/none_frac"] = torch.isnan(per_function).all(dim=1).float().mean().item()
-        return metrics
+        errors = float(sum(s.metrics["reward/errors"] for s in self.scores))
+        return reward_metrics(per_function, self.scorer.names, errors)
