@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grposcope.core import advantages
+from grposcope.core import advantages, diagnostics
 from grposcope.core.virtual_samples import advantages_with_virtual, num_virtual_samples, virtual_rewards
 
 TOL = 1e-5
@@ -216,3 +216,20 @@ def test_unknown_names_list_the_known_ones():
 def test_unknown_parameter_names_the_signature():
     with pytest.raises(TypeError, match="advantage estimator 'grpo'.*it takes"):
         advantages.make("grpo", alpha=0.5)
+
+
+def test_pool_stats_in_float64_refuses_non_finite_and_ignores_padding():
+    # 32 copies of 0.7: a float32 mean is 0.7 + 6e-8, which pool_std divided by (std + 1e-4) turned into
+    # |A| = 6e-4 on a pool whose rewards are all equal, so acr_post read 0 instead of 1.
+    values, valid = torch.full((1, 32), 0.7), torch.ones(1, 32, dtype=torch.bool)
+    stats = advantages.pool_stats(values, valid)
+    adv = advantages.pool_advantages(values, stats, use_std=True)  # (1, 32)
+    assert adv.abs().max().item() == 0.0
+    assert diagnostics.post_collapse_rate(adv) == 1.0
+    bad = values.clone()
+    bad[0, 3] = float("nan")
+    with pytest.raises(ValueError, match="pool rewards holds a non-finite value"):
+        advantages.pool_stats(bad, valid)
+    # padding (valid False) may hold anything: mean of [1, 0] = 0.5, std_unb = sqrt(0.5) = 0.70711
+    padded = advantages.pool_stats(torch.tensor([[1.0, 0.0, float("inf")]]), torch.tensor([[True, True, False]]))
+    assert padded.mean.item() == 0.5 and abs(padded.std.item() - 0.5**0.5) < 1e-6

@@ -206,6 +206,57 @@ def test_unknown_sampler_and_bad_options_are_named():
         make("budgeted", budget=0)
 
 
+# --- collapse is measured on the groups as first drawn ----------------------------------------------------
+
+# 8 prompts, G = 4: prompts 0-2 fail and 3-5 succeed on their first 4 samples (6 of 8 groups all-equal), 6 and 7
+# alternate. Under "later", prompts 0-5 turn mixed after their first 4 samples (reinforce_ada's second round).
+CONSTANT = {**{k: [0.0] for k in range(3)}, **{k: [1.0] for k in range(3, 6)}, 6: [1.0, 0.0], 7: [0.0, 1.0]}
+LATER = {**{k: [0.0] * 4 + [1.0, 0.0] for k in range(3)}, **{k: [1.0] * 4 + [0.0, 1.0] for k in range(3, 6)},
+         6: [1.0, 0.0], 7: [0.0, 1.0]}
+
+
+@pytest.mark.parametrize("sampler, estimator, script, acr_post", [
+    ("fixed", "grpo", CONSTANT, 0.75),  # nothing mitigates: all six reach the loss with zero advantage
+    ("dynamic", "grpo", CONSTANT, 0.0),  # three batches of the 8, each 6/8 all-equal; kept: the 2 x 3 mixed
+    ("budgeted", "grpo", CONSTANT, 0.0),  # all 8 drawn (6 then 2), the 2 mixed kept
+    ("reinforce_ada", "pool", LATER, 0.0),  # prompts 0-5 get a second round of 4 and exit balanced
+])
+def test_acr_is_measured_before_the_sampler_and_acr_post_after(sampler, estimator, script, acr_post):
+    from grposcope.core import advantages
+    from grposcope.core.diagnostics import CollapseMonitor
+
+    world = Scripted(script)
+    options = {"round_size": 4} if sampler == "reinforce_ada" else {}
+    selection = make(sampler, seed=0, **options).sample(world.more(8), world.draw, world.more, 4)
+    out = advantages.make(estimator)(selection.rewards, pool=selection.pool, as_drawn=selection.as_drawn)
+    metrics = CollapseMonitor().update(selection.as_drawn, out.advantages)  # as the trainer and simulator do
+    assert metrics["collapse/acr"] == 0.75
+    assert metrics["collapse/acr_all_wrong"] == 0.375 and metrics["collapse/acr_all_correct"] == 0.375
+    assert metrics["collapse/acr_post"] == acr_post
+    avspo = advantages.make("avspo")
+    assert avspo(selection.rewards, as_drawn=selection.as_drawn).metrics["avspo/signal"] == 0.75
+
+
+def by_answer(prompts, completions, answer, **kwargs):
+    """answer "0": every completion fails, "1": every one succeeds, "mix": the group alternates."""
+    return [float(i % 2) if a == "mix" else float(a) for i, a in enumerate(answer)]
+
+
+def test_the_trainer_logs_acr_of_every_group_drawn_under_dynamic(tmp_path, tiny_llama, tiny_tokenizer):
+    from grposcope import GRPOTrainer
+    from test_trainer import read_lines, tiny_config
+
+    data = [{"prompt": f"What is {k} ?", "answer": a} for k, a in enumerate(["0"] * 3 + ["1"] * 3 + ["mix"] * 2)]
+    args = tiny_config(tmp_path, sampler="dynamic", per_device_train_batch_size=8, gradient_accumulation_steps=4,
+                       max_steps=1, use_avspo=True)  # 8 prompts a step: the whole dataset, 3 batches of it
+    GRPOTrainer(model=tiny_llama, processing_class=tiny_tokenizer, reward_funcs=by_answer, train_dataset=data,
+                args=args).train()
+    [line] = read_lines(tmp_path / "run" / "metrics.jsonl")
+    assert line["sampler/gen_batches"] == 3 and line["sampler/samples_kept"] == 6 * 4
+    assert line["collapse/acr"] == 0.75 and line["collapse/acr_post"] == 0.0
+    assert line["avspo/signal"] == 0.75  # AVSPO's signal reads the drawn groups too
+
+
 # --- end to end, with the tiny model ---------------------------------------------------------------------
 
 

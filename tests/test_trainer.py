@@ -186,3 +186,38 @@ def test_smoke_on_the_embedded_model(tmp_path):
     assert line["sampler/samples_generated"] == 4.0  # 2 prompts x 2 completions
     assert line["completion/mean_length"] <= 16 and "collapse/acr" in line
     assert torch.isfinite(torch.tensor(line["loss/policy"]))
+
+
+def test_entropy_kl_and_clip_fractions_are_token_means_over_the_whole_batch(tmp_path, tiny_llama, tiny_tokenizer,
+                                                                           monkeypatch):
+    # Hand case: 4 rows x 2 tokens at entropy 1.0, 4 rows x 20 tokens at 0.2, micro-batches of 4 (one group
+    # each). Token mean: (8 * 1.0 + 80 * 0.2) / 88 = 24 / 88 = 0.272727; a mean of micro-batch means reads 0.6.
+    from grposcope.trainer import trainer as trainer_module
+    from grposcope.trainer.policy import TrainBatch
+
+    args = tiny_config(tmp_path, per_device_train_batch_size=4, gradient_accumulation_steps=2, kl_estimator="k1")
+    trainer = GRPOTrainer(model=tiny_llama, processing_class=tiny_tokenizer, reward_funcs=text_length,
+                          train_dataset=DATA, args=args)
+    short = torch.arange(8) < 4  # (8,) rows 0-3: 2 tokens; rows 4-7: 20 tokens
+    loss_mask = torch.zeros(8, 20)
+    loss_mask[short, :2], loss_mask[~short] = 1, 1
+    per_row = lambda a, b: torch.where(short, a, b).unsqueeze(1).expand(8, 20).clone()  # noqa: E731  (8, 20)
+    batch = TrainBatch(
+        prompt_ids=torch.tensor([[5, 6, 7]] * 4 + [[8, 9, 10]] * 4), prompt_mask=torch.ones(8, 3, dtype=torch.long),
+        completion_ids=torch.randint(3, 60, (8, 20)), loss_mask=loss_mask, advantages=torch.ones(8),
+        old_logp=per_row(-1.5, -1.0),  # ratio e^0.5 = 1.65 > 1 + eps on the short rows: clipped high there
+        ref_logp=per_row(-2.0, -1.2),  # k1 = logp - ref = 1.0 on the short rows, 0.2 on the long ones
+    )
+    real = trainer_module.completion_logps
+
+    def fixed_logps(model, micro, temperature, with_entropy=False, entropy_grad=False):
+        logp, _ = real(model, micro, temperature)  # (n, T), keeps the graph (its gradient here is 0)
+        is_short = micro.loss_mask.sum(dim=1, keepdim=True) == 2  # (n, 1)
+        entropy = torch.where(is_short, 1.0, 0.2).expand_as(logp)
+        return logp * 0 - 1.0, entropy  # logp = -1 everywhere
+
+    monkeypatch.setattr(trainer_module, "completion_logps", fixed_logps)
+    metrics = trainer._optimize(batch)
+    assert metrics["entropy/mean"] == pytest.approx(24 / 88, abs=1e-6)
+    assert metrics["kl/mean"] == pytest.approx(24 / 88, abs=1e-6)
+    assert metrics["clip/high_frac"] == pytest.approx(8 / 88, abs=1e-6) and metrics["clip/low_frac"] == 0.0

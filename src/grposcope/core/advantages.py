@@ -3,6 +3,8 @@
     est = advantages.make("grpo", scale="group")
     out = est(rewards)            # rewards (B, G) -> out.advantages (B, G), out.metrics dict[str, float]
     out = est(rewards, pool=...)  # only `pool` reads it: every reward drawn per prompt this step
+    out = est(rewards, as_drawn=...)  # only `avspo` reads it: the groups as first drawn (B0, G), before a
+                                      # sampler dropped or balanced any; its collapse signal is their ACR
 
 Every estimator is called once per optimizer step (AVSPO carries state across steps) and exposes
 `state_dict()` / `load_state_dict()` so that the trainer checkpoints all of them the same way.
@@ -46,16 +48,19 @@ def pool_stats(values: torch.Tensor, valid: torch.Tensor, unbiased: bool = True)
     """Mean and std of pools of different sizes, padded into one matrix.
 
     values (B, P) rewards, valid (B, P) bool marks the real ones (at least one per row) -> PoolStats of (B,)
+    Accumulated in float64, as the group statistics are: a float32 mean of 32 copies of 0.7 is off by 6e-8,
+    which `pool_std` would blow up to |A| = 6e-4 on a pool whose rewards are all equal.
     """
     if not valid.any(dim=1).all():
         raise ValueError("every pool needs at least one reward")
-    n = valid.sum(dim=1).to(values.dtype)  # (B,)
-    x = torch.where(valid, values, torch.zeros_like(values))
+    real = check_rewards(torch.where(valid, values, torch.zeros_like(values)), name="pool rewards")  # (B, P)
+    x = real.double()  # (B, P), 0 on padding
+    n = valid.sum(dim=1).double()  # (B,)
     mean = x.sum(dim=1) / n  # (B,)
-    square = torch.where(valid, (values - mean.unsqueeze(1)) ** 2, torch.zeros_like(values)).sum(dim=1)
+    square = torch.where(valid, (x - mean.unsqueeze(1)) ** 2, torch.zeros_like(x)).sum(dim=1)  # (B,)
     dof = (n - 1).clamp(min=1) if unbiased else n
     std = torch.where(n > 1, (square / dof).sqrt(), torch.zeros_like(mean))
-    return PoolStats(mean, std)
+    return PoolStats(mean.to(real.dtype), std.to(real.dtype))
 
 
 @dataclass
@@ -67,7 +72,8 @@ class AdvantageOutput:
 class AdvantageEstimator:
     """Base class: stateless unless a subclass says otherwise."""
 
-    def __call__(self, rewards: torch.Tensor, pool: Pool = None) -> AdvantageOutput:
+    def __call__(self, rewards: torch.Tensor, pool: Pool = None, as_drawn: torch.Tensor | None = None
+                 ) -> AdvantageOutput:
         raise NotImplementedError
 
     def state_dict(self) -> dict[str, Any]:
@@ -168,7 +174,8 @@ class GRPO(AdvantageEstimator):
             raise ValueError(f"unknown scale {scale!r}; known: {', '.join(SCALES)}")
         self.scale, self.unbiased, self.eps = scale, unbiased, eps
 
-    def __call__(self, rewards: torch.Tensor, pool: Pool = None) -> AdvantageOutput:
+    def __call__(self, rewards: torch.Tensor, pool: Pool = None, as_drawn: torch.Tensor | None = None
+                 ) -> AdvantageOutput:
         return AdvantageOutput(grpo_advantages(rewards, self.scale, self.unbiased, self.eps))
 
 
@@ -184,7 +191,8 @@ class DrGRPO(GRPO):
 class RLOO(AdvantageEstimator):
     """Leave-one-out baseline."""
 
-    def __call__(self, rewards: torch.Tensor, pool: Pool = None) -> AdvantageOutput:
+    def __call__(self, rewards: torch.Tensor, pool: Pool = None, as_drawn: torch.Tensor | None = None
+                 ) -> AdvantageOutput:
         return AdvantageOutput(rloo_advantages(rewards))
 
 
@@ -195,7 +203,8 @@ class PoolBaseline(AdvantageEstimator):
     def __init__(self, pool_std: bool = False, unbiased: bool = True, eps: float = DEFAULT_EPS) -> None:
         self.pool_std, self.unbiased, self.eps = pool_std, unbiased, eps
 
-    def __call__(self, rewards: torch.Tensor, pool: Pool = None) -> AdvantageOutput:
+    def __call__(self, rewards: torch.Tensor, pool: Pool = None, as_drawn: torch.Tensor | None = None
+                 ) -> AdvantageOutput:
         return AdvantageOutput(pool_advantages(rewards, pool, self.pool_std, self.unbiased, self.eps))
 
 
@@ -203,7 +212,8 @@ class PoolBaseline(AdvantageEstimator):
 class AVSPO(AdvantageEstimator):
     """Adaptive Virtual Sample Policy Optimization (arXiv 2605.21125). Stateful: call once per step.
 
-    Each step: the collapse signal is an EMA of the ACR (`ema_lambda`, 0 = the per-step ACR, as in the paper);
+    Each step: the collapse signal is an EMA of the ACR (`ema_lambda`, 0 = the per-step ACR, as in the paper)
+    of the groups as first drawn (`as_drawn`; default: `rewards`, right for the fixed sampler);
     a collapsed group is augmented when signal > tau; it gets K = max(1, min(G, ceil(G * signal**alpha)))
     virtual rewards (`strategy`) and is normalised over its G + K values; every other group gets plain grpo
     advantages. Then tau moves towards the signal while the smoothed batch reward rises, away from it while
@@ -249,10 +259,14 @@ class AVSPO(AdvantageEstimator):
         self.acr_ema: float | None = None
         self.reward_smooth: float | None = None  # J_t
 
-    def __call__(self, rewards: torch.Tensor, pool: Pool = None) -> AdvantageOutput:
+    def __call__(self, rewards: torch.Tensor, pool: Pool = None, as_drawn: torch.Tensor | None = None
+                 ) -> AdvantageOutput:
         rewards = check_rewards(rewards)
         b, g = rewards.shape
-        acr = collapse_metrics(rewards, self.success_threshold)["collapse/acr"]
+        # the signal and J_t read the groups as first drawn: what the policy does, not what a sampler kept
+        # (DAPO's dynamic sampling keeps only mixed groups, whose ACR is 0 by construction)
+        drawn = rewards if as_drawn is None else check_rewards(as_drawn, name="as_drawn rewards")  # (B0, G)
+        acr = collapse_metrics(drawn, self.success_threshold)["collapse/acr"]
         lam = self.ema_lambda
         signal = acr if self.acr_ema is None else lam * self.acr_ema + (1 - lam) * acr
         self.acr_ema = signal
@@ -268,7 +282,7 @@ class AVSPO(AdvantageEstimator):
             )  # (M, K')
             k = virtual.shape[1]  # "opposite" always adds one
             adv[triggered] = advantages_with_virtual(rewards[triggered], virtual, self.unbiased, self.eps)
-        self._update_threshold(rewards.mean().item(), signal)
+        self._update_threshold(drawn.mean().item(), signal)
         metrics = {
             "avspo/tau": tau_used,
             "avspo/signal": signal,

@@ -143,7 +143,9 @@ class CollapseMonitor:
         entropy: float | None = None,
         kl: float | None = None,
     ) -> dict[str, float]:
-        """One step. rewards (B, G) before mitigation; advantages (B, G) after it (for `collapse/acr_post`);
+        """One step. rewards (B0, G): the groups as first drawn, before any mitigation (a sampler's
+        `Selection.as_drawn`); advantages (B', G) or (B' * G,): what reaches the loss, after the sampler and
+        the estimator (for `collapse/acr_post`; B' may differ from B0);
         entropy: mean token entropy in nats; kl: mean per-token KL to the reference. A signal passed as None
         was not measured this step: its alarm keeps its streak and state. Returns the metrics."""
         rewards = check_rewards(rewards)
@@ -168,7 +170,7 @@ class CollapseMonitor:
             }
         )
         if advantages is not None:
-            metrics["collapse/acr_post"] = post_collapse_rate(advantages.view(b, -1))
+            metrics["collapse/acr_post"] = post_collapse_rate(advantages.reshape(-1, rewards.shape[1]))
         metrics.update(self._alarms(acr, entropy, kl))
         return metrics
 

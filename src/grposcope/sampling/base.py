@@ -5,7 +5,7 @@ the collapse simulator) hands it a `draw` function, and it answers which of the 
 is kept in tensors, so that the simulator can run ten thousand prompts a step.
 
 Notation: B prompts handed over, n samples per prompt in one draw, G the group that trains (num_generations),
-B' the prompts that train (B' <= B for samplers that drop collapsed groups), P_j every reward drawn for prompt j
+B' the prompts that train (B' <= B for samplers that drop collapsed groups), B0 the groups drawn, P_j every reward drawn for prompt j
 this step (its pool, P_j >= G). Samples are numbered across the step's draws: draw d's row r is sample
 offset(d) + r, where offset(d) is the number of samples drawn before it.
 """
@@ -43,6 +43,14 @@ class Selection:
     draws: list[Drawn]  # every draw of the step, in order
     pool: PoolStats | None = None  # the pools' mean and std; None: each group is its own pool
     metrics: dict[str, float] = field(default_factory=dict)  # sampler/* accounting
+    # (B0, G) the rewards of the groups as first drawn, before the sampler kept, dropped or balanced any:
+    # every group drawn (B0 >= B') or each prompt's first G samples. The collapse rate and everything that
+    # reads it (the monitor, AVSPO's signal) use these: the ACR a fixed sampler would have seen.
+    as_drawn: torch.Tensor | None = None
+
+    def __post_init__(self) -> None:
+        if self.as_drawn is None:  # a sampler that neither drops nor balances: the kept groups are the drawn
+            self.as_drawn = self.rewards
 
 
 class Sampler:

@@ -138,7 +138,8 @@ class Budgeted(Sampler):
         drawn_prompts = sum(d.rewards.shape[0] for d in draws)
         metrics = accounting(draws, rewards, rounds=1, dropped=drawn_prompts - len(chosen),
                              prompts_skipped=int(untried.sum()), candidates=len(pool))
-        return Selection(pick(pool, chosen), numbers, rewards, draws, None, metrics)
+        as_drawn = torch.cat([d.rewards for d in draws])  # (B0, G) every group drawn, kept or dropped
+        return Selection(pick(pool, chosen), numbers, rewards, draws, None, metrics, as_drawn=as_drawn)
 
     # --- checkpoints --------------------------------------------------------------------------------------
 

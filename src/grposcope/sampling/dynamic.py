@@ -62,4 +62,5 @@ class Dynamic(Sampler):
             samples = sample_numbers(draws[-1], offset - rewards.numel())
         metrics = accounting(draws, rewards, rounds=1, dropped=drawn_prompts - len(kept_prompts),
                              shortfall=shortfall, gen_batches=len(draws))
-        return Selection(kept_prompts, samples, rewards, draws, None, metrics)
+        as_drawn = torch.cat([d.rewards for d in draws])  # (B0, G) every group drawn, kept or dropped
+        return Selection(kept_prompts, samples, rewards, draws, None, metrics, as_drawn=as_drawn)

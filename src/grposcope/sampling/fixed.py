@@ -13,4 +13,5 @@ class Fixed(Sampler):
     def sample(self, prompts: list[Any], draw: Draw, more: MorePrompts, g: int) -> Selection:
         drawn = draw(prompts, g)  # (B, G)
         metrics = accounting([drawn], drawn.rewards, rounds=1, dropped=0)
-        return Selection(list(prompts), sample_numbers(drawn, 0), drawn.rewards, [drawn], None, metrics)
+        return Selection(list(prompts), sample_numbers(drawn, 0), drawn.rewards, [drawn], None, metrics,
+                         as_drawn=drawn.rewards)

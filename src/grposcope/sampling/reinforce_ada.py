@@ -71,8 +71,10 @@ class ReinforceAda(Sampler):
         kept = rewards[rows].gather(1, chosen)  # (B', G)
         metrics = accounting(draws, kept, rounds=count.float().mean().item() / r, dropped=b - len(rows),
                              unresolved=int((~resolved).sum()))
+        # every prompt has >= G samples (an exit needs G; the last round leaves r * max_rounds >= G)
+        as_drawn = rewards[:, :g]  # (B, G) each prompt's first G samples, dropped prompts included
         return Selection(pick(prompts, rows), numbers[rows].gather(1, chosen), kept, draws,
-                         pool_stats(rewards[rows], valid), metrics)
+                         pool_stats(rewards[rows], valid), metrics, as_drawn=as_drawn)
 
     def _exits(self, rewards: torch.Tensor, count: torch.Tensor, g: int) -> torch.Tensor:
         """The exit rule on every reward drawn so far.  rewards (B, P_max), count (B,) -> (B,) bool"""

@@ -3,7 +3,7 @@
 One step, as the trainer's (docs/simulator.md):
     p = sigmoid(z + X w)                                   (N,) the policy this step samples from
     selection = sampler.sample(batch, draw, more, G)       who trains, on which Bernoulli(p) rewards
-    A = estimator(selection.rewards, pool=selection.pool)  (B', G)
+    A = estimator(selection.rewards, pool=selection.pool, as_drawn=selection.as_drawn)  (B', G)
     w += lr * mean_ij A_ij (y_ij - p_i) x_i                 REINFORCE on the kept samples
 """
 
@@ -94,11 +94,12 @@ def _step(config: SimConfig, pop: Population, p: torch.Tensor, sampler: Sampler,
     """Sample, score, advantage, diagnose: the step's metrics and the REINFORCE gradient (k,)."""
     selection = sampler.sample(order.take(config.batch_size), draw, order.take, config.num_generations)
     rewards = selection.rewards  # (B', G) in {0, 1}
-    out = estimator(rewards, pool=selection.pool)  # advantages (B', G)
+    out = estimator(rewards, pool=selection.pool, as_drawn=selection.as_drawn)  # advantages (B', G)
     rows = torch.tensor(selection.prompts, dtype=torch.long)  # (B',) prompt indices
     grad = policy_gradient(pop.features[rows], p[rows], rewards, out.advantages)  # (k,)
     metrics = {**selection.metrics, **out.metrics, "reward/mean": rewards.mean().item()}
-    metrics.update(monitor.update(rewards, out.advantages))  # collapse/acr*, acr_post, alarms
+    # the ACR family reads the groups as first drawn; acr_post what reaches the update
+    metrics.update(monitor.update(selection.as_drawn, out.advantages))  # collapse/acr*, acr_post, alarms
     return metrics, grad
 
 

@@ -164,7 +164,7 @@ class GRPOTrainer:
         rollout = drawing.gather(selection)  # N = B' * G rows, group after group
         with timer("scoring"):  # advantages
             rewards = selection.rewards  # (B', G)
-            est = self.estimator(rewards, pool=selection.pool)
+            est = self.estimator(rewards, pool=selection.pool, as_drawn=selection.as_drawn)
         loss_mask = rollout.completion_mask.clone()  # (N, T)
         if args.mask_truncated_completions:
             loss_mask[rollout.truncated] = 0
@@ -185,7 +185,9 @@ class GRPOTrainer:
             "perf/gen_tokens_per_s": selection.metrics["sampler/tokens_generated"]
             / max(timer.seconds["generation"], 1e-9),
         }
-        self._pending = (rewards, est.advantages)  # diagnosed after the first update, with its entropy
+        # diagnosed after the first update, with its entropy: the ACR family on the groups as first drawn,
+        # acr_post on what reaches the loss
+        self._pending = (selection.as_drawn, est.advantages)
         return Generation.planned(batch, metrics, time.perf_counter() - t0, args.num_iterations,
                                   self.geometry.optimizer_batch)
 
@@ -194,16 +196,20 @@ class GRPOTrainer:
         args, t0, timer = self.args, time.perf_counter(), self.timer
         self.model.train()
         counts = {"num_tokens": batch.loss_mask.sum(), "num_sequences": len(batch)}
+        total_tokens = float(counts["num_tokens"])
         metrics: dict[str, float] = {}
         finite = True
         for rows in _length_buckets(batch, self.geometry.micro_batch, self.args.num_generations):
             micro = batch.rows(rows)  # its padding columns cut away
             micro_metrics, micro_finite = self._micro_step(micro, counts)
             finite = finite and micro_finite
+            # Loss shares are already normalised by the whole batch: they add up. Every other figure is a mean
+            # over the micro-batch's real tokens; weighted by its share of the batch's tokens they sum to the
+            # mean over every token of the batch (micro-batches are grouped by length, so weighting them by
+            # rows would over-count short completions). A micro-batch whose tokens are all masked adds nothing.
+            share = float(micro.loss_mask.sum()) / total_tokens if total_tokens else 0.0
             for name, value in micro_metrics.items():
-                # loss shares are already normalised by the whole batch: they add up; the rest is averaged
-                weight = 1.0 if name in _ADDITIVE else len(micro) / len(batch)
-                metrics[name] = metrics.get(name, 0.0) + value * weight
+                metrics[name] = metrics.get(name, 0.0) + value * (1.0 if name in _ADDITIVE else share)
         with timer("optimizer"):
             grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), args.max_grad_norm or float("inf"))
             if finite and torch.isfinite(grad_norm):
