@@ -4,6 +4,9 @@ Every backend has the same two methods (`MetricsBackend`) and is built by a fact
 that takes one `RunInfo`. `report_to` picks the backends the way transformers and TRL do: a name, a list of
 names, "all" (every backend whose library is installed) or "none". The jsonl backend is always on.
 
+A backend that can show text may also have `log_completions` (`CompletionsBackend`): TensorBoard shows each
+sample of completions as a markdown table, W&B as a `wandb.Table`.
+
 TensorBoard and W&B see every metric under `train/` (`train/collapse/acr`), except names that already start
 with `eval/`, which keep their name, so that the dashboards group training and evaluation curves apart.
 """
@@ -20,6 +23,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 
 from grposcope.core.registry import Registry
 
+from .completions import cell_text, markdown_table, table_rows
 from .jsonl import JsonlBackend
 
 METRICS_FILE = "metrics.jsonl"
@@ -33,6 +37,18 @@ class MetricsBackend(Protocol):
     def log(self, step: int, metrics: dict[str, float]) -> None: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class CompletionsBackend(Protocol):
+    """The optional method of a `MetricsBackend`: RunLogger hands it each sample of completions, and skips
+    the backends without it (a scalar-only backend need not know completions exist).
+
+    `rows` are checked and JSON-able (see `completions.completion_rows`): prompt, completion, rewards (one
+    score per reward function, None where it returned None), reward, advantage, then extra columns.
+    """
+
+    def log_completions(self, step: int, rows: list[dict[str, Any]]) -> None: ...
 
 
 @dataclass
@@ -136,6 +152,11 @@ class TensorBoardBackend:
         # SummaryWriter otherwise flushes every 2 minutes; a run killed in between would lose those steps.
         self._writer.flush()
 
+    def log_completions(self, step: int, rows: list[dict[str, Any]]) -> None:
+        """One text entry per call: the rows as a markdown table, under the tag `completions`."""
+        self._writer.add_text("completions", markdown_table(rows), global_step=step)
+        self._writer.flush()
+
     def close(self) -> None:
         self._writer.close()
 
@@ -189,6 +210,7 @@ class WandbBackend:
                  config: dict[str, Any] | None = None, project: str | None = None,
                  resume_step: int | None = None, note: Callable[[str], None] = print) -> None:
         wandb = _import_wandb()
+        self._wandb = wandb  # for wandb.Table
         output_dir = Path(output_dir)
         output_dir.mkdir(parents=True, exist_ok=True)
         self._run = wandb.init(
@@ -203,6 +225,17 @@ class WandbBackend:
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         self._run.log(prefixed(metrics), step=step)
+
+    def log_completions(self, step: int, rows: list[dict[str, Any]]) -> None:
+        """A `wandb.Table` logged as `completions`: step, prompt, completion, one column per reward
+        function, reward, advantage, extras. Chat messages become "role: content" text, which W&B shows
+        whole, and other lists and dicts compact JSON; numbers stay numbers, so that the columns sort. Mixed
+        types are allowed because an extra column may hold None in one row and text in another."""
+        columns, data = table_rows(step, rows)
+        data = [[cell_text(cell) if isinstance(cell, (list, dict)) else cell for cell in cells]
+                for cells in data]
+        table = self._wandb.Table(columns=columns, data=data, allow_mixed_types=True)
+        self._run.log({"completions": table}, step=step)
 
     def close(self) -> None:
         self._run.finish()

@@ -19,7 +19,7 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 RESERVED_KEYS = ("step", "time")
 
@@ -45,12 +45,13 @@ def encode_record(step: int, metrics: dict[str, float], now: float) -> str:
 def _decode_line(line: str) -> dict[str, Any]:
     record = json.loads(line)
     if not isinstance(record, dict) or "step" not in record:
-        raise ValueError("not a metrics record (a JSON object with a 'step' key)")
+        raise ValueError("not a JSON object with a 'step' key")
     return record
 
 
-def _parse_lines(text: str, path: Path) -> list[tuple[str, dict[str, Any]]]:
-    """(raw line, record) pairs of a metrics.jsonl text, without a partial last line.
+def parse_lines(text: str, path: Path) -> list[tuple[str, dict[str, Any]]]:
+    """(raw line, record) pairs of a step-keyed JSON-lines text (metrics.jsonl, completions.jsonl), without
+    a partial last line.
 
     Only the last line can be partial (a process killed mid-write); a bad line anywhere else means the file
     was edited or mixed up with another file, and guessing would hide that.
@@ -70,7 +71,7 @@ def _parse_lines(text: str, path: Path) -> list[tuple[str, dict[str, Any]]]:
                 _warn_partial(path, number)
                 continue
             raise ValueError(
-                f"{path}: line {number} is not a metrics record ({err}); remove or fix that line"
+                f"{path}: line {number} is not a record ({err}); remove or fix that line"
             ) from None
     if tail.strip():
         try:
@@ -99,7 +100,7 @@ def read_metrics(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
             f"no metrics file at {path}; a run writes it to <output_dir>/metrics.jsonl"
         )
     records = []
-    for _, record in _parse_lines(path.read_text(encoding="utf-8"), path):
+    for _, record in parse_lines(path.read_text(encoding="utf-8"), path):
         records.append({k: math.nan if v is None and k not in RESERVED_KEYS else v
                         for k, v in record.items()})
     return records
@@ -129,7 +130,7 @@ def truncate_after(path: str | os.PathLike[str], step: int) -> int:
     if not path.is_file():
         return 0
     text = path.read_text(encoding="utf-8")
-    kept = [line for line, record in _parse_lines(text, path) if record["step"] <= step]
+    kept = [line for line, record in parse_lines(text, path) if record["step"] <= step]
     total_lines = sum(1 for line in text.split("\n") if line.strip())
     dropped = total_lines - len(kept)
     if dropped:
@@ -153,12 +154,14 @@ def _cut_partial_tail(path: Path) -> None:
     os.truncate(path, keep)
 
 
-class JsonlBackend:
-    """Appends one line per `log` call to a metrics.jsonl file, flushed at once.
+class JsonlAppender:
+    """An append-only JSON-lines file whose every write is flushed at once: the writing half shared by
+    metrics.jsonl and completions.jsonl, so that both resume and survive a kill the same way.
 
     `resume_step=None` appends to what the file holds. `resume_step=N` first drops the lines with a step
     above N (see `truncate_after`): pass the step of the checkpoint a run resumes from, or 0 to start the
-    file afresh.
+    file afresh. A partial last line is cut off. The file itself is opened by `open()` or by the first
+    `append`, so that a run which never writes to it does not leave an empty file behind.
     """
 
     def __init__(self, path: str | os.PathLike[str], resume_step: int | None = None) -> None:
@@ -168,15 +171,45 @@ class JsonlBackend:
             truncate_after(self.path, resume_step)
         if self.path.is_file():
             _cut_partial_tail(self.path)
-        self._file = open(self.path, "a", encoding="utf-8")
+        self._file: IO[str] | None = None
+        self._closed = False
 
-    def log(self, step: int, metrics: dict[str, float]) -> None:
-        if self._file.closed:
+    def open(self) -> None:
+        """Opens (creating) the file for appending; a no-op once open."""
+        if self._closed:
             raise RuntimeError(f"{self.path} is closed; log before close()")
-        self._file.write(encode_record(step, metrics, time.time()))
+        if self._file is None:
+            self._file = open(self.path, "a", encoding="utf-8")
+
+    def append(self, text: str) -> None:
+        """Writes `text` (whole lines, each ending in a newline) and flushes it."""
+        self.open()
+        self._file.write(text)
         # flush, not fsync: the line reaches the OS, which keeps it if the process is killed; an fsync
         # per step would only add protection against a power cut, at a cost on slow disks.
         self._file.flush()
 
     def close(self) -> None:
-        self._file.close()
+        self._closed = True
+        if self._file is not None:
+            self._file.close()
+
+
+class JsonlBackend:
+    """Appends one line per `log` call to a metrics.jsonl file, flushed at once.
+
+    `resume_step=None` appends to what the file holds. `resume_step=N` first drops the lines with a step
+    above N (see `truncate_after`): pass the step of the checkpoint a run resumes from, or 0 to start the
+    file afresh.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], resume_step: int | None = None) -> None:
+        self._out = JsonlAppender(path, resume_step=resume_step)
+        self._out.open()  # metrics.jsonl exists from the start: every run writes it
+        self.path = self._out.path
+
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        self._out.append(encode_record(step, metrics, time.time()))
+
+    def close(self) -> None:
+        self._out.close()

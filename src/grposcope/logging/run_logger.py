@@ -1,9 +1,12 @@
-"""RunLogger: everything a training run does with its metrics, behind `log`, `note`, `summary`, `close`.
+"""RunLogger: everything a training run does with its metrics, behind `log`, `log_completions`, `note`,
+`summary`, `close`.
 
     logger = RunLogger("./output", report_to="tensorboard", total_steps=200, config=asdict(config))
     for step in range(1, 201):
         ...
         logger.log(step, metrics)
+        if step % logging_steps == 0:
+            logger.log_completions(step, rows)  # a sample of the step's completions
     logger.summary({"eval/accuracy before": 0.12, "eval/accuracy after": 0.31})
     logger.close()
 """
@@ -16,7 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .backends import LOGGERS, METRICS_FILE, MetricsBackend, RunInfo, resolve_report_to
+from .backends import LOGGERS, METRICS_FILE, CompletionsBackend, MetricsBackend, RunInfo, resolve_report_to
+from .completions import COMPLETIONS_FILE, CompletionsWriter, completion_rows
 from .console import LiveDisplay, PlainDisplay, SilentDisplay
 from .jsonl import json_value, read_metrics, write_atomically
 from .summary import RunStats, render_table, summary_rows
@@ -62,10 +66,10 @@ def _check_counts(total_steps: int, logging_steps: int, resume_step: int | None)
 class RunLogger:
     """Sends each step's metrics to metrics.jsonl and the `report_to` backends, shows progress, sums up.
 
-    `resume_step`: the step of the checkpoint a resumed run starts from. Lines of metrics.jsonl above it are
-    dropped (the run logs those steps again), TensorBoard hides its events above it, W&B continues the same
-    run, and the summary covers the steps kept from before as well as the new ones. Pass 0 to start a reused
-    output_dir's metrics.jsonl afresh; None appends to it.
+    `resume_step`: the step of the checkpoint a resumed run starts from. Lines of metrics.jsonl and
+    completions.jsonl above it are dropped (the run logs those steps again), TensorBoard hides its events
+    above it, W&B continues the same run, and the summary covers the steps kept from before as well as the
+    new ones. Pass 0 to start a reused output_dir's files afresh; None appends to them.
 
     `live`: draw the rich bar (True), print plain lines (False), or decide by whether stdout is a terminal
     (None). `console=False` prints nothing at all.
@@ -91,7 +95,10 @@ class RunLogger:
                       note=self.note)
         self.backends: dict[str, MetricsBackend] = {}
         self._closed = False
+        self._completions: CompletionsWriter | None = None
         try:
+            # Written here, not by a backend, so that completions.jsonl is kept whatever report_to says.
+            self._completions = CompletionsWriter(self.output_dir / COMPLETIONS_FILE, resume_step=resume_step)
             for name in names:
                 self.backends[name] = LOGGERS.get(name)(run)
         except BaseException:
@@ -129,6 +136,22 @@ class RunLogger:
         self.stats.add(step, metrics)
         self._display.update(step, metrics)
 
+    def log_completions(self, step: int, rows: list[dict[str, Any]]) -> None:
+        """Logs a sample of step `step`'s completions: one line per row in <output_dir>/completions.jsonl,
+        and a table in every backend that has `log_completions` (TensorBoard, W&B).
+
+        Each row: {"prompt": str | messages, "completion": str | messages, "rewards": {function name:
+        score}, "reward": float, "advantage": float, **extra JSON-able columns}. NaN scores (a reward
+        function that returned None) are written as null. The rows are checked before anything is written.
+        """
+        rows = completion_rows(rows)
+        if not rows:
+            return
+        self._completions.write(step, rows)
+        for backend in self.backends.values():
+            if isinstance(backend, CompletionsBackend):
+                backend.log_completions(step, rows)
+
     def note(self, message: str) -> None:
         """Prints `message` once (repeats are dropped), above the progress bar."""
         if message in self._notes:
@@ -162,7 +185,7 @@ class RunLogger:
         self._closed = True
         self._display.stop()
         errors = []
-        for backend in self.backends.values():
+        for backend in [*self.backends.values(), *filter(None, [self._completions])]:
             try:
                 backend.close()
             except Exception as err:  # close the others anyway, then report the first failure
