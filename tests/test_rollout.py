@@ -40,11 +40,9 @@ def test_greedy_generation_is_deterministic(tiny_llama, tiny_tokenizer):
     assert torch.equal(a.completion_ids[0], a.completion_ids[2]) and a.texts[0] == b.texts[0]
 
 
-def test_vllm_backend_says_it_is_missing(tiny_llama, tiny_tokenizer):
-    pytest.importorskip("grposcope.rollout.vllm")
-    import importlib.util
+def test_use_vllm_fails_when_the_config_is_built_and_names_the_trl_route():
+    from grposcope import GRPOConfig
 
-    if importlib.util.find_spec("vllm") is not None:
-        pytest.skip("vllm is installed here")
-    with pytest.raises(RuntimeError, match="needs the vllm package and a GPU"):
-        ROLLOUTS.make("vllm", model=tiny_llama, tokenizer=tiny_tokenizer)
+    assert ROLLOUTS.names() == ["transformers"]  # no registered backend that can only fail
+    with pytest.raises(ValueError, match="use_vllm=True.*grposcope.integrations.trl"):
+        GRPOConfig(use_vllm=True)

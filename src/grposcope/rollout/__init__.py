@@ -11,6 +11,6 @@ from .base import Rollout, RolloutBackend, SamplingParams
 
 ROLLOUTS: Registry[RolloutBackend] = Registry("rollout backend")
 
-from . import hf, vllm  # noqa: E402,F401  (register the backends)
+from . import hf  # noqa: E402,F401  (register the backend)
 
 __all__ = ["ROLLOUTS", "Rollout", "RolloutBackend", "SamplingParams"]

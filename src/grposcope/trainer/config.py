@@ -116,7 +116,8 @@ class GRPOConfig:
     top_k: int = 0
     """Top-k sampling (0: off)."""
     use_vllm: bool = False
-    """Generate with vLLM (needs a GPU and the vllm package; not available on CPU machines)."""
+    """TRL's option, kept so that a TRL config loads: grposcope's own trainer generates with transformers, and
+    True stops with the route for vLLM rollouts, the TRL integration (grposcope.integrations.trl)."""
     generation_kwargs: dict[str, Any] | None = None
     """More keyword arguments for transformers' `generate` (TRL), e.g. {"min_new_tokens": 64} or
     {"repetition_penalty": 1.1}. They override the options above."""
@@ -220,6 +221,12 @@ class GRPOConfig:
             raise ValueError(
                 f"num_generations must be >= 2 (got {self.num_generations}): GRPO compares completions of the "
                 "same prompt, so a group of one has no advantage. Use 8 (the usual) or more."
+            )
+        if self.use_vllm:
+            raise ValueError(
+                "use_vllm=True: grposcope's own trainer generates with transformers and has no vLLM backend. "
+                "For vLLM rollouts use the TRL integration (from grposcope.integrations.trl import "
+                "GRPOTrainer, GRPOConfig), where TRL drives vLLM; or set use_vllm=False"
             )
         if self.max_bad_steps < 0:
             raise ValueError(f"max_bad_steps must be >= 0 (0: stop at the first NaN/inf), got {self.max_bad_steps}")

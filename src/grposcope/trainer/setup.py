@@ -70,8 +70,7 @@ def build_run(args: GRPOConfig, model, reward_funcs, train_dataset, eval_dataset
     optimizer = torch.optim.AdamW(trainable, lr=args.learning_rate, weight_decay=args.weight_decay, fused=fused)
     steps = total_steps(args, geometry, len(train))
     scheduler = make_scheduler(args, optimizer, steps)
-    rollout = ROLLOUTS.make("vllm" if args.use_vllm else "transformers", model=model, tokenizer=tokenizer,
-                            max_prompt_length=args.max_prompt_length)
+    rollout = ROLLOUTS.make("transformers", model=model, tokenizer=tokenizer, max_prompt_length=args.max_prompt_length)
 
     def logger_factory(total: int, resume_step: int) -> RunLogger:
         # resume_step 0: a new run starts metrics.jsonl afresh; N: lines after checkpoint N are dropped
