@@ -155,12 +155,13 @@ def test_reward_inputs_follow_trls_convention():
     examples = [{"prompt": [{"role": "user", "content": "q1"}], "prompt_text": "t1", "answer": "1", "level": 2},
                 {"prompt": "q2", "answer": "2", "level": 3}]
     texts, ids = ["a", "b", "c", "d"], torch.arange(8).view(4, 2)
-    prompts, completions, columns = reward_inputs(examples, texts, 2, ids)
+    mask = torch.tensor([[1, 1], [1, 1], [1, 0], [1, 1]])  # completion 2 stopped after one token
+    prompts, completions, columns = reward_inputs(examples, texts, 2, ids, mask)
     assert prompts == [examples[0]["prompt"]] * 2 + ["q2", "q2"]
     assert completions == [[{"role": "assistant", "content": "a"}], [{"role": "assistant", "content": "b"}],
                            "c", "d"]  # chat prompts get message completions, plain ones text
     assert columns == {"answer": ["1", "1", "2", "2"], "level": [2, 2, 3, 3],
-                       "completion_ids": [[0, 1], [2, 3], [4, 5], [6, 7]]}  # prompt_text is not a column
+                       "completion_ids": [[0, 1], [2, 3], [4], [6, 7]]}  # prompt_text is not a column
 
 
 def test_results_file_is_written_atomically_and_never_silently_replaced(tiny_llama, tiny_tokenizer, tmp_path):

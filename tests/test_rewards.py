@@ -253,7 +253,9 @@ def test_scorer_default_weights_names_and_columns():
     result = scorer.score(["p", "p"], [r"\boxed{2}", r"\boxed{2}"], columns)
     # weights 1: s0 = 1 + 0.25 + 1 = 2.25;  s1 = 0 + 0.25 + 0 = 0.25
     assert result.rewards.tolist() == [2.25, 0.25]
-    assert seen == {"answer": ["2", "3"], "ids": [[5], [6, 7]], "extra": ["level"]}
+    # the other column, and the three keywords every function gets (TRL 1.16's convention)
+    extra = ["level", "log_extra", "log_metric", "trainer_state"]
+    assert seen == {"answer": ["2", "3"], "ids": [[5], [6, 7]], "extra": extra}
     assert set(result.metrics) == {
         "reward/accuracy_reward/mean", "reward/spy/mean", "reward/accuracy_reward_2/mean",
         "reward/errors", "reward/none_frac",

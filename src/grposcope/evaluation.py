@@ -248,7 +248,8 @@ def _evaluate_batch(
 def _score(scorer: Any, chunk: Sequence[dict], rollout: Any, g: int) -> torch.Tensor:
     from .rewards.inputs import reward_inputs
 
-    return scorer.score(*reward_inputs(chunk, rollout.texts, g, rollout.completion_ids)).rewards  # (B*g,)
+    inputs = reward_inputs(chunk, rollout.texts, g, rollout.completion_ids, rollout.completion_mask)
+    return scorer.score(*inputs).rewards  # (B*g,)
 
 
 def _record(

@@ -1,6 +1,9 @@
 """Reward functions in TRL's convention, their registry, and the scorer the trainer calls.
 
-    f(prompts, completions, **columns) -> list[float | None]
+    f(prompts=..., completions=..., **columns, trainer_state=..., log_extra=..., log_metric=...)
+        -> list[float | None]
+
+called by keyword only, as TRL 1.16 calls them (see `grposcope.rewards.calling`).
 
 Built-ins: `accuracy_reward` (answer extraction, no dependency), `box_accuracy_reward` (strict `\\boxed{}`
 checked with math-verify, time-bounded per sample), `format_reward`. Extraction helpers live in

@@ -3,25 +3,28 @@ combines them into one reward per sample.
 
 Notation: N samples (completions) in the batch, F reward functions.
 
+Call convention (TRL 1.16's): every function is called by keyword only,
+
+    f(prompts=[...], completions=[...], **columns,
+      trainer_state=state, log_extra=log_extra, log_metric=log_metric)
+
+so TRL's own reward functions and `def acc(completions, solution, **kwargs)` run unchanged; what they log
+with `log_extra` / `log_metric` is returned in `ScoreResult.extra_columns` / `ScoreResult.logged_metrics`.
+The details, and the time bound of each call, are in `grposcope.rewards.calling`.
+
 Combination (TRL's rule): `reward[i] = nansum_j(weight[j] * value[i, j])`, where a `None` value is NaN, so a
 function that does not apply to a sample is skipped; a sample for which every function returned None gets 0.0
 and is counted in `reward/none_frac`.
-
-Time bounds, and how they nest:
-- Each call of one reward function on one batch runs in a daemon worker thread that the scorer joins with
-  `reward_timeout`. A thread cannot be killed, so a call that overruns is abandoned (it finishes, or not, in
-  the background; being a daemon it does not keep the interpreter alive) and reported. Threads are used
-  rather than SIGALRM because an alarm only works in the main thread and a second alarm set inside the reward
-  function (math-verify sets one per parse) would silently replace the scorer's.
-- `box_accuracy_reward` bounds each sample itself, in a worker process it kills on overrun (see
-  `grposcope.rewards.verifier`), which works from any thread, so the two bounds never interfere.
-- `reward_timeout=None` calls the function in the calling thread without a bound: the escape hatch for a
-  custom function that relies on `signal.alarm` (e.g. math-verify with its default timeouts).
 
 Errors are never swallowed: a function that raises, overruns, returns a list of the wrong length, or returns
 NaN, inf or a non-number stops the run with `RewardFunctionError`, which names the function, the problem and
 the sample. With `reward_errors="zero"` the affected samples score 0.0 for that function instead, are counted
 in `reward/errors`, and one warning per function goes to the `grposcope` logger.
+
+What a function logs lands in the result when its call returns or raises; a call abandoned on overrun may
+still log from its thread, so its logs are dropped, and so are those of the one-sample re-calls that name a
+failing sample (diagnostics, not the batch). A `log_extra` with other than N values, or a `log_metric` of a
+non-number, is a bug in the function rather than a sample it cannot score: it raises in every mode.
 """
 
 from __future__ import annotations
@@ -29,13 +32,13 @@ from __future__ import annotations
 import logging
 import math
 import numbers
-import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import torch
 
 from grposcope.rewards.builtin import get_reward
+from grposcope.rewards.calling import RESERVED, Batch, CallLog, CallTimeout, call_bounded
 
 logger = logging.getLogger("grposcope")
 
@@ -58,6 +61,8 @@ class ScoreResult:
     rewards: torch.Tensor  # (N,) float32: weighted sum over functions, None skipped
     per_function: torch.Tensor  # (N, F) float32: raw values, NaN where a function returned None
     metrics: dict[str, float]
+    logged_metrics: dict[str, list[float]]  # name -> every value given to log_metric, in call order
+    extra_columns: dict[str, list]  # column -> N values given to log_extra (a later log of a column wins)
 
 
 @dataclass
@@ -69,32 +74,6 @@ class _Failure:
     index: int | None  # the sample shown in the message; None when the call as a whole failed
     indices: list[int]
     cause: BaseException | None = None
-
-
-class _CallTimeout(Exception):
-    pass
-
-
-def _call_bounded(func: Callable, timeout: float | None, args: tuple, kwargs: dict) -> Any:
-    """`func(*args, **kwargs)` in a daemon thread, waiting at most `timeout` s (None: in this thread)."""
-    if timeout is None:
-        return func(*args, **kwargs)
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = func(*args, **kwargs)
-        except BaseException as err:  # noqa: BLE001 - handed to the caller's thread below
-            box["error"] = err
-
-    thread = threading.Thread(target=target, daemon=True, name=f"grposcope-reward-{_name_of(func)}")
-    thread.start()
-    thread.join(timeout)
-    if thread.is_alive():
-        raise _CallTimeout
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
 
 
 def _name_of(func: Callable) -> str:
@@ -187,8 +166,17 @@ def _exception_fix(err: BaseException) -> str:
             "only in the main thread: pass reward_timeout=None to call it in the calling thread, or use "
             "box_accuracy_reward, whose time bound works from any thread"
         )
-    if "unexpected keyword argument" in text:
-        return "reward functions receive every dataset column as a keyword: add **kwargs to its signature"
+    # The two ways a signature can disagree with the keyword call (see grposcope.rewards.calling).
+    if isinstance(err, TypeError) and "unexpected keyword argument" in text:
+        return (
+            "reward functions are called by keyword with prompts, completions, every column of the batch, "
+            "and trainer_state, log_extra and log_metric: add **kwargs to its signature"
+        )
+    if isinstance(err, TypeError) and "missing" in text and "required" in text:
+        return (
+            f"the function needs an argument that is neither one of {', '.join(RESERVED)} nor a column of "
+            "the batch: add that column to the dataset, or give the argument a default"
+        )
     return "fix the function so it handles this sample (the traceback above shows where it failed)"
 
 
@@ -223,29 +211,45 @@ class RewardScorer:
         self._warned: set[str] = set()
 
     def score(
-        self, prompts: Sequence[Any], completions: Sequence[Any], columns: dict[str, list] | None = None
+        self,
+        prompts: Sequence[Any],
+        completions: Sequence[Any],
+        columns: dict[str, list] | None = None,
+        trainer_state: Any = None,
     ) -> ScoreResult:
         """Scores N completions; `columns` are the batch's other columns, each a list of N entries.
 
+        `trainer_state` is handed to every function as is (the trainer's state; None outside training).
         Returns a `ScoreResult`; raises `RewardFunctionError` when a function fails and reward_errors="raise".
         """
         columns = dict(columns or {})
         n = _check_batch(prompts, completions, columns)
+        batch = Batch(list(prompts), list(completions), columns, trainer_state)
         # float64 while combining, so that metrics read 0.2 rather than 0.2000000029; float32 out.
         per_function = torch.full((n, len(self.funcs)), float("nan"), dtype=torch.float64)  # (N, F)
         errored = torch.zeros(n, dtype=torch.bool)  # (N,)
+        logged_metrics: dict[str, list[float]] = {}
+        extra_columns: dict[str, list] = {}
         for j, (func, name) in enumerate(zip(self.funcs, self.names)):
-            values, failed = self._run(func, name, prompts, completions, columns)
+            values, failed, log = self._run(func, name, batch)
             per_function[:, j] = torch.tensor(values, dtype=torch.float64)
             errored[failed] = True
+            if log is not None:
+                for key, logged in log.metrics.items():
+                    logged_metrics.setdefault(key, []).extend(logged)
+                extra_columns.update(log.columns)
         rewards = torch.nansum(per_function * self.weights.double(), dim=1)  # (N,); all-NaN rows sum to 0.0
         metrics = reward_metrics(per_function, self.names, errors=float(errored.sum()))
-        return ScoreResult(rewards=rewards.float(), per_function=per_function.float(), metrics=metrics)
+        return ScoreResult(
+            rewards=rewards.float(), per_function=per_function.float(), metrics=metrics,
+            logged_metrics=logged_metrics, extra_columns=extra_columns,
+        )
 
-    def _run(self, func, name, prompts, completions, columns) -> tuple[list[float], list[int]]:
-        """One function on the batch: its values (NaN for None) and the samples zero-scored by errors."""
-        n = len(completions)
-        failure, raw = self._call(func, name, prompts, completions, columns)
+    def _run(self, func, name: str, batch: Batch) -> tuple[list[float], list[int], CallLog | None]:
+        """One function on the batch: its values (NaN for None), the samples zero-scored by errors, and what
+        it logged (None when the call was abandoned)."""
+        n = len(batch)
+        failure, raw, log = self._call(func, name, batch)
         if failure is None and (isinstance(raw, (str, bytes, dict)) or not hasattr(raw, "__len__")):
             failure = _Failure(
                 f"returned a {type(raw).__name__}, not a list of {n} values",
@@ -257,64 +261,68 @@ class RewardScorer:
                 "return one float (or None) per completion, in the batch's order", None, list(range(n)),
             )
         if failure is not None:
-            self._report(name, failure, prompts, completions)
-            return [0.0] * n, failure.indices
+            self._report(name, failure, batch)
+            return [0.0] * n, failure.indices, log
         values, failed = [], []
         for i, item in enumerate(raw):
             value, problem = _as_value(item)
             if problem is not None:
                 fix = "return a finite float, or None when the function does not apply to the sample"
-                self._report(name, _Failure(problem, fix, i, [i]), prompts, completions)
+                self._report(name, _Failure(problem, fix, i, [i]), batch)
                 value = 0.0
                 failed.append(i)
             values.append(float("nan") if value is None else value)
-        return values, failed
+        return values, failed, log
 
-    def _call(self, func, name, prompts, completions, columns) -> tuple[_Failure | None, Any]:
+    def _call(self, func, name: str, batch: Batch) -> tuple[_Failure | None, Any, CallLog | None]:
         """Calls `func` on the whole batch within the time bound; a failure when it raises or overruns."""
-        n = len(completions)
+        n = len(batch)
+        log = CallLog(name, n)
         try:
-            return None, _call_bounded(func, self.reward_timeout, (list(prompts), list(completions)), columns)
-        except _CallTimeout:
+            raw = call_bounded(func, self.reward_timeout, batch.keywords(log), name)
+        except CallTimeout:
             problem = (
                 f"did not return within reward_timeout={self.reward_timeout} s on a batch of {n} samples "
                 "(the call keeps running in a background thread, which cannot be stopped; sample 0 shown)"
             )
             fix = "make the function faster or bound its own work per sample, or raise reward_timeout"
-            return _Failure(problem, fix, None, list(range(n))), None
+            return _Failure(problem, fix, None, list(range(n))), None, None
         except Exception as err:  # noqa: BLE001 - reported with the sample, never swallowed
+            log.raise_misuse()  # a bad log_extra/log_metric is the function's bug, not this sample's
             # Naming the sample costs extra calls: only when the failure is reported, not when it is counted.
             reported = self.reward_errors == "raise" or name not in self._warned
-            index = self._locate(func, prompts, completions, columns) if reported else None
+            index = self._locate(func, name, batch) if reported else None
             problem = f"raised {type(err).__name__}: {_clip(str(err))}"
-            return _Failure(problem, _exception_fix(err), index, list(range(n)), cause=err), None
+            return _Failure(problem, _exception_fix(err), index, list(range(n)), cause=err), None, log
+        log.raise_misuse()
+        return None, raw, log
 
-    def _locate(self, func, prompts, completions, columns) -> int | None:
+    def _locate(self, func, name: str, batch: Batch) -> int | None:
         """The first sample on which `func` raises when called on it alone (None if none does).
 
         Calls the function again, one sample at a time, so that the error names the sample that caused it.
+        What these re-calls log goes to a log of their own, which is dropped: the batch's call was logged.
         """
-        for i in range(len(completions)):
-            one = {key: values[i : i + 1] for key, values in columns.items()}
+        for i in range(len(batch)):
             try:
-                _call_bounded(func, self.reward_timeout, ([prompts[i]], [completions[i]]), one)
-            except _CallTimeout:
+                call_bounded(func, self.reward_timeout, batch.sample(i).keywords(CallLog(name, 1)), name)
+            except CallTimeout:
                 return None
             except Exception:  # noqa: BLE001 - this is the sample we are looking for
                 return i
         return None
 
-    def _report(self, name: str, failure: _Failure, prompts, completions) -> None:
+    def _report(self, name: str, failure: _Failure, batch: Batch) -> None:
         """Raises `RewardFunctionError` ("raise"), or warns once per function ("zero")."""
         if self.reward_errors == "zero" and name in self._warned:
             return
         shown = 0 if failure.index is None else failure.index
-        n = len(completions)
+        n = len(batch)
         where = f"sample {shown}" if failure.index is not None else f"the whole call of {n} samples"
         message = (
             f"reward function {name!r} {failure.problem} [{where}].\n"
-            f"  prompt[{shown}]: {_clip(_show(prompts[shown]))!r}\n"
-            f"  completion[{shown}]: {_clip(_show(completions[shown]))!r}\n"
+            f"  prompt[{shown}]: {_clip(_show(batch.prompts[shown]))!r}\n"
+            f"  completion[{shown}]: {_clip(_show(batch.completions[shown]))!r}\n"
         )
         if self.reward_errors == "raise":
             message += f"Fix: {failure.fix}; {_ZERO_HINT}."
@@ -336,8 +344,11 @@ def _check_batch(prompts: Sequence[Any], completions: Sequence[Any], columns: di
             f"got {len(prompts)} prompts for {n} completions; repeat each prompt once per completion"
         )
     for key, values in columns.items():
-        if key in ("prompts", "completions"):
-            raise ValueError(f"column {key!r} clashes with the reward function argument {key!r}; rename it")
+        if key in RESERVED:
+            raise ValueError(
+                f"column {key!r} clashes with the reward function argument {key!r}, which the scorer passes "
+                f"itself (reserved: {', '.join(RESERVED)}); rename the column"
+            )
         if len(values) != n:
             raise ValueError(
                 f"column {key!r} has {len(values)} entries for {n} completions; every column must be aligned "
