@@ -89,8 +89,11 @@ def test_every_sampler_with_every_estimator_runs(sampler, estimator):
     assert all(len(values) == SMALL["steps"] for values in h.values())
     assert all(math.isfinite(v) for values in h.values() for v in values)
     for frac, acr, post in zip(h["sampler/informative_frac"], h["collapse/acr"], h["collapse/acr_post"]):
-        # the sampler's informative groups and core's collapsed groups are complements on the same rewards
-        assert frac == pytest.approx(1 - acr)
+        # acr is measured on the groups as drawn, informative_frac on those kept: a sampler keeps at least the
+        # informative share of what it drew, and under `fixed` (which keeps what it draws) exactly that
+        assert frac >= 1 - acr - 1e-6
+        if sampler == "fixed":
+            assert frac == pytest.approx(1 - acr)
         # no estimator zeroes an informative group (1e-6: acr_post is a float32 share, acr a float64 one)
         assert post <= acr + 1e-6
     assert h["samples_total"] == sorted(h["samples_total"])
@@ -113,7 +116,7 @@ def test_the_estimator_is_looked_up_in_the_registry_and_gets_reinforce_adas_pool
     calls = []
 
     class Spy(advantages.AdvantageEstimator):
-        def __call__(self, rewards, pool=None):
+        def __call__(self, rewards, pool=None, as_drawn=None):
             calls.append((rewards.shape, pool))
             return advantages.AdvantageOutput(advantages.pool_advantages(rewards, pool))
 

@@ -221,3 +221,34 @@ def test_entropy_kl_and_clip_fractions_are_token_means_over_the_whole_batch(tmp_
     assert metrics["entropy/mean"] == pytest.approx(24 / 88, abs=1e-6)
     assert metrics["kl/mean"] == pytest.approx(24 / 88, abs=1e-6)
     assert metrics["clip/high_frac"] == pytest.approx(8 / 88, abs=1e-6) and metrics["clip/low_frac"] == 0.0
+
+
+def test_completions_and_what_reward_functions_log_are_visible(tmp_path, tiny_llama, tiny_tokenizer):
+    from grposcope.logging import read_completions
+
+    seen_states = []
+
+    def judged(completions, answer, trainer_state, log_extra, log_metric, **kwargs):
+        seen_states.append((trainer_state.global_step, trainer_state.max_steps, trainer_state.epoch))
+        log_metric("judge/calls", 1.0)
+        log_extra("judge", [f"answer {a}" for a in answer])
+        return [len(c[0]["content"]) / 50 for c in completions]
+
+    args = tiny_config(tmp_path, max_steps=4, logging_steps=2, num_completions_to_print=6)
+    GRPOTrainer(model=tiny_llama, processing_class=tiny_tokenizer, reward_funcs=[judged, always_zero],
+                train_dataset=DATA, args=args).train()
+    # 2 prompts per step of the 6: the state each generation saw, epochs as a fraction of the prompts taken
+    assert seen_states == [(0, 4, 0.0), (1, 4, 2 / 6), (2, 4, 4 / 6), (3, 4, 1.0)]
+    rows = read_completions(tmp_path / "run" / "completions.jsonl")
+    assert [r["step"] for r in rows] == [2] * 6 + [4] * 6  # every logging_steps, num_completions_to_print rows
+    lines = read_lines(tmp_path / "run" / "metrics.jsonl")
+    for row in rows[:6]:
+        assert set(row) == {"step", "prompt", "completion", "rewards", "reward", "advantage", "judge"}
+        assert row["rewards"]["judged"] == pytest.approx(len(row["completion"][0]["content"]) / 50)
+        assert row["rewards"]["always_zero"] == 0.0 and row["reward"] == pytest.approx(row["rewards"]["judged"])
+        answer = next(e["answer"] for e in DATA if e["prompt"] == row["prompt"])
+        assert row["judge"] == f"answer {answer}"  # log_extra's column follows its sample
+    first_group = [r["reward"] for r in rows[:4]]  # the first G = 4 rows are one group
+    mean, std = sum(first_group) / 4, torch.tensor(first_group).std().item()
+    assert rows[0]["advantage"] == pytest.approx((first_group[0] - mean) / (std + 1e-4), abs=1e-5)
+    assert all(line["judge/calls"] == 1.0 for line in lines)  # log_metric lands in metrics.jsonl

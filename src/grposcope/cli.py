@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import types
 import typing
 from pathlib import Path
 from typing import Any, Optional
@@ -111,15 +112,20 @@ def coerce_all(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def coerce(name: str, raw: str, hint: Any) -> Any:
-    """Turns a command-line string into the type the config field declares."""
-    options = typing.get_args(hint) or (hint,)
+    """Turns a command-line string into the type the config field declares: `--reward_weights 1,0.5` gives
+    [1.0, 0.5] for a list[float], `--virtual_reward_range -1,1` (-1.0, 1.0) for a tuple[float, float]."""
+    union = typing.get_origin(hint) in (typing.Union, types.UnionType)
+    options = typing.get_args(hint) if union else (hint,)
     origins = [typing.get_origin(kind) or kind for kind in options]
     if type(None) in origins and raw.lower() in ("none", "null"):
         return None
     if bool in origins and raw.lower() in _BOOL:
         return _BOOL[raw.lower()]
-    if list in origins and ("," in raw or str not in origins):
-        return [item.strip() for item in raw.strip("[]").split(",") if item.strip()]
+    for kind, origin in zip(options, origins):
+        if origin in (list, tuple) and ("," in raw or str not in origins):
+            item_kind = (typing.get_args(kind) or (str,))[0]
+            items = [item.strip() for item in raw.strip("[]()").split(",") if item.strip()]
+            return origin(coerce(name, item, item_kind) for item in items)
     for kind in (int, float):
         if kind in origins:
             try:

@@ -19,6 +19,7 @@ from grposcope.rewards.builtin import (
     format_reward,
     get_reward,
     make_box_accuracy_reward,
+    make_soft_overlong_penalty,
 )
 from grposcope.rewards.scorer import RewardFunctionError, RewardScorer, ScoreResult
 
@@ -32,4 +33,5 @@ __all__ = [
     "format_reward",
     "get_reward",
     "make_box_accuracy_reward",
+    "make_soft_overlong_penalty",
 ]

@@ -1,8 +1,9 @@
 """The built-in reward functions and their registry.
 
-Every reward function follows TRL's convention:
+Every reward function follows TRL's convention, and is called by keyword only (see `grposcope.rewards.calling`):
 
-    f(prompts, completions, **columns) -> list[float | None]
+    f(prompts=..., completions=..., **columns, trainer_state=..., log_extra=..., log_metric=...)
+        -> list[float | None]
 
 `prompts` and `completions` are lists of strings or, for chat data, lists of message lists; `columns` holds
 every other dataset column as a list aligned with the batch (`answer=[...]`), plus `completion_ids`. A
@@ -133,3 +134,23 @@ def make_box_accuracy_reward(timeout_s: float = VERIFY_TIMEOUT_S) -> RewardFunc:
 
 
 box_accuracy_reward = REWARDS.register("box_accuracy_reward")(make_box_accuracy_reward())
+
+
+def make_soft_overlong_penalty(max_completion_length: int, buffer_len: int, factor: float = 1.0) -> RewardFunc:
+    """DAPO's soft overlong punishment ("DAPO: An Open-Source LLM Reinforcement Learning System at Scale",
+    arXiv 2503.14476, Eq. 13) as a reward function: 0 up to max_completion_length - buffer_len tokens, then
+    falling linearly to -factor at max_completion_length. It reads `completion_ids` (each completion's
+    generated tokens, its EOS included, as TRL counts them). `GRPOConfig(overlong_buffer_len=...)` adds it."""
+    import torch
+
+    from grposcope.core.losses import overlong_penalty
+
+    if not 0 < buffer_len <= max_completion_length or factor < 0:
+        raise ValueError(f"need 0 < buffer_len <= max_completion_length and factor >= 0, got buffer_len="
+                         f"{buffer_len}, max_completion_length={max_completion_length}, factor={factor}")
+
+    def soft_overlong_penalty(completion_ids: list, **kwargs: Any) -> list[float]:
+        lengths = torch.tensor([len(ids) for ids in completion_ids])  # (N,)
+        return (factor * overlong_penalty(lengths, max_completion_length, buffer_len) + 0.0).tolist()
+
+    return soft_overlong_penalty

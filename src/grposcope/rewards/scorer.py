@@ -106,7 +106,7 @@ def _resolve(reward_funcs: Any) -> list[Callable]:
         else:
             raise TypeError(
                 f"reward_funcs entries must be callables or registered names, got {type(item).__name__} "
-                f"{item!r}; pass e.g. 'accuracy_reward' or a function f(prompts, completions, **kwargs)"
+                f"{item!r}; pass e.g. 'accuracy_reward' or a function f(completions, **kwargs)"
             )
     return funcs
 

@@ -42,6 +42,11 @@ class PromptStream:
             count -= len(part)
         return [self.items[i] for i in torch.cat(parts).tolist()] if parts else []
 
+    @property
+    def fraction_done(self) -> float:
+        """The part of the current epoch already taken, in [0, 1)."""
+        return self.position / len(self.items)
+
     def state_dict(self) -> dict[str, int]:
         return {"epoch": self.epoch, "position": self.position}
 

@@ -38,6 +38,14 @@ class GRPOConfig:
     metrics.jsonl in output_dir is always written."""
     logging_steps: int = 10
     """Print a line (or refresh the progress bar's figures) every this many steps; metrics.jsonl gets every step."""
+    log_completions: bool = True
+    """Every logging_steps, write a sample of the step's completions (prompt, completion, each reward function's
+    score, the reward, the advantage, and what reward functions gave log_extra) to completions.jsonl in
+    output_dir, and as a table to TensorBoard and W&B with report_to. On by default, unlike TRL: the completions
+    are the first thing to read when collapse shows."""
+    num_completions_to_print: int | None = 16
+    """How many completions of a step the sample holds (the first ones, group after group, so whole groups show
+    together); None: all of them (TRL's default)."""
     save_steps: int = 500
     """Write a checkpoint every this many steps: weights, optimizer, scheduler, RNGs, data position, estimator,
     monitor and sampler state, written atomically (see docs/reliability.md). The final model is saved too."""
@@ -123,6 +131,12 @@ class GRPOConfig:
     {"repetition_penalty": 1.1}. They override the options above."""
     mask_truncated_completions: bool = False
     """Exclude completions without EOS from the loss (DAPO, arXiv 2503.14476)."""
+    overlong_buffer_len: int = 0
+    """DAPO's soft overlong punishment (arXiv 2503.14476, Eq. 13): a reward term, 0 up to
+    max_completion_length - overlong_buffer_len tokens, then falling linearly to -overlong_penalty_factor at
+    max_completion_length. 0: off. Logged as `reward/soft_overlong_penalty/mean`."""
+    overlong_penalty_factor: float = 1.0
+    """The soft overlong punishment's largest penalty (verl's penalty_factor)."""
 
     # --- optimisation -------------------------------------------------------------------------------------
     learning_rate: float = 1e-6
@@ -154,6 +168,10 @@ class GRPOConfig:
     """KL coefficient, as a separate loss term (decoupled KL, DAPO). 0: no reference model is loaded."""
     kl_estimator: str = "k3"
     """KL estimator for the loss and `kl/mean`: "k1", "k2" or "k3"."""
+    kl_in_reward: bool = False
+    """Subtract beta x each completion's summed KL to the reference from its reward, before the advantage, instead
+    of adding a KL loss term: the classic RLHF-PPO placement, kept only to compare with decoupled KL (DAPO
+    argues against it). Needs beta > 0."""
     entropy_coef: float = 0.0
     """Entropy bonus: subtracts entropy_coef * mean token entropy from the loss."""
 
@@ -162,6 +180,11 @@ class GRPOConfig:
     """"grpo", "dr_grpo", "rloo", "avspo" or "pool" (docs/algorithms.md)."""
     scale_rewards: str | bool = "group"
     """grpo's std: "group", "batch" or "none" (TRL; True = "group", False = "none")."""
+    advantage_std_unbiased: bool = True
+    """The std that normalises advantages (grpo, avspo, pool with pool_std): unbiased (ddof 1, as TRL) or the
+    population std (False; the AVSPO paper's worked example)."""
+    advantage_eps: float = 1e-4
+    """Added to that std before dividing (TRL's 1e-4), so that a group of near-equal rewards stays finite."""
     use_avspo: bool = False
     """AVSPO virtual samples for collapsed groups ("Advantage Collapse in Group Relative Policy Optimization:
     Diagnosis and Mitigation", arXiv 2605.21125). Same as advantage_estimator="avspo"."""
@@ -172,6 +195,26 @@ class GRPOConfig:
     virtual_sample_strategy: str = "stratified"
     """AVSPO's virtual reward values: "stratified" (the paper's Eq. 9), "uniform", "fixed", "exp_decay",
     "opposite"."""
+    virtual_reward_range: tuple[float, float] = (0.0, 1.0)
+    """AVSPO: the reward range [r_lo, r_hi] virtual rewards are drawn within (set it to your reward's range)."""
+    virtual_reward_anchor: float = 0.1
+    """AVSPO: r_anchor, how far above an all-wrong group's common reward its virtual rewards reach (Eq. 9)."""
+    virtual_reward_partial: float = 0.5
+    """AVSPO: the value of every virtual reward under virtual_sample_strategy="fixed"."""
+    acr_ema_lambda: float = 0.9
+    """Smoothing of `collapse/acr_ema`, which is also AVSPO's collapse signal: ema = lam * ema + (1 - lam) * ACR.
+    0 uses each step's ACR, as the AVSPO paper does (it trains one prompt a step, so its ACR is 0 or 1)."""
+    acr_threshold_adaptive: bool = True
+    """AVSPO's adaptive threshold: tau moves towards the signal while the smoothed batch reward rises and away
+    from it while it falls. False keeps tau at acr_threshold_init."""
+    acr_threshold_eta: float = 0.01
+    """AVSPO: step size of the adaptive threshold."""
+    acr_threshold_reward_ema: float = 0.9
+    """AVSPO: smoothing of the batch mean reward J_t whose rise or fall moves the threshold."""
+    acr_threshold_min: float = 0.1
+    """AVSPO: the adaptive threshold never goes below this."""
+    acr_threshold_max: float = 0.9
+    """AVSPO: the adaptive threshold never goes above this."""
     sampler: str = "fixed"
     """Who gets how many completions (docs/algorithms.md, "Samplers"): "fixed" (G per prompt), "dynamic" (DAPO's
     dynamic sampling, arXiv 2503.14476), "reinforce_ada" (Reinforce-Ada, arXiv 2510.04996; pair it with
@@ -197,12 +240,20 @@ class GRPOConfig:
     "fixed" spends)."""
     budget_candidates: float = 4.0
     """budgeted: prompts considered per step, as a multiple of the batch (the batch and the next ones)."""
+    budget_first_round: float = 0.75
+    """budgeted: the share of the budget its first round spends; later rounds re-rank the untried prompts with
+    what the first one taught."""
+    budget_prior_strength: float = 2.0
+    """budgeted: the weight, in samples, of the prior (the run's recent success rate) in each prompt's belief."""
     budget_decay: float = 0.95
     """budgeted: per-step discount of a prompt's success/failure counts: old evidence fades as the policy moves,
     so a skipped prompt is tried again."""
     budget_min_p_mixed: float = 0.05
     """budgeted: never draw a prompt whose chance of a mixed group is below this (almost surely solved or
     hopeless for now)."""
+    pool_std: bool = False
+    """pool (Reinforce-Ada's baseline): also divide by the std of the prompt's pool. The released Reinforce-Ada
+    script trains with the mean only."""
     success_threshold: float = 0.5
     """A completion with reward >= this counts as correct (all-correct vs all-wrong collapse, AVSPO)."""
     kl_bound: float = 0.5
@@ -228,6 +279,8 @@ class GRPOConfig:
                 "For vLLM rollouts use the TRL integration (from grposcope.integrations.trl import "
                 "GRPOTrainer, GRPOConfig), where TRL drives vLLM; or set use_vllm=False"
             )
+        if self.num_completions_to_print is not None:
+            _check_positive(self, "num_completions_to_print")
         if self.max_bad_steps < 0:
             raise ValueError(f"max_bad_steps must be >= 0 (0: stop at the first NaN/inf), got {self.max_bad_steps}")
         if self.save_total_limit is not None and self.save_total_limit < 1:
@@ -278,6 +331,27 @@ class GRPOConfig:
         resolve_report_to(self.report_to)  # an unknown backend fails here, before any model is loaded
         if self.dual_clip is not None and self.dual_clip <= 1:
             raise ValueError("dual_clip must be > 1 (3 is usual) or None")
+        self._check_new_options()
+
+    def _check_new_options(self) -> None:
+        """The options whose component checks them only once it is built (after the model has loaded)."""
+        if self.kl_in_reward and self.beta <= 0:
+            raise ValueError("kl_in_reward=True needs beta > 0 (the KL's weight in the reward); set beta, e.g. "
+                             "0.04, or drop kl_in_reward")
+        if not 0 <= self.overlong_buffer_len <= self.max_completion_length:
+            raise ValueError(f"overlong_buffer_len must be in [0, max_completion_length={self.max_completion_length}]"
+                             f" (0: off), got {self.overlong_buffer_len}")
+        self.virtual_reward_range = tuple(float(v) for v in self.virtual_reward_range)
+        if len(self.virtual_reward_range) != 2:
+            raise ValueError(f"virtual_reward_range must be [low, high], got {list(self.virtual_reward_range)}")
+        from .options import estimator_options, sampler_options
+
+        from ..core.advantages import ESTIMATORS
+        from ..sampling import SAMPLERS
+
+        # build the chosen components once, here, so that a bad value of theirs fails before the model loads
+        ESTIMATORS.make(self.advantage_estimator, **estimator_options(self))
+        SAMPLERS.make(self.sampler, **sampler_options(self))
 
     def _check_registered(self) -> None:
         # Imported here: the registries live in lower layers, and the config must stay cheap to import.
@@ -306,7 +380,8 @@ class GRPOConfig:
         return LOSS_TYPES[self.loss_type]
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Plain JSON/YAML values (a tuple becomes a list), so that a saved config compares equal to a loaded one."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
 
     @classmethod
     def field_names(cls) -> list[str]:

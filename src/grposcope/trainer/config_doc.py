@@ -1,5 +1,6 @@
-"""Renders GRPOConfig's fields as a Markdown table from config.py itself (name, default, docstring), so
-that each option is documented once: docs/usage.md embeds the output, and a test keeps it in sync.
+"""Renders GRPOConfig's fields as a Markdown table from config.py itself (name, default, docstring) and from
+options.py (which component reads it), so that each option is documented once: docs/usage.md embeds the
+output, and a test keeps it in sync.
 
     python -m grposcope.trainer.config_doc
 """
@@ -14,6 +15,8 @@ BEGIN, END = "<!-- config-table:begin -->", "<!-- config-table:end -->"
 
 
 def config_table() -> str:
+    from .options import readers
+
     source = (Path(__file__).parent / "config.py").read_text()
     tree = ast.parse(source)
     cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "GRPOConfig")
@@ -27,12 +30,12 @@ def config_table() -> str:
         heading = max((ln for ln in sections if ln < node.lineno), default=None)
         if heading != current:
             current = heading
-            rows.append(f"| **{sections[heading]}** | | |")
+            rows.append(f"| **{sections[heading]}** | | | |")
         doc = after.value.value if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant) else ""
         default = ast.get_source_segment(source, node.value) if node.value is not None else "required"
         text = " ".join(doc.split()).replace("|", "\\|")
-        rows.append(f"| `{node.target.id}` | `{default}` | {text} |")
-    return "\n".join(["| option | default | meaning |", "|---|---|---|", *rows])
+        rows.append(f"| `{node.target.id}` | `{default}` | {readers(node.target.id)} | {text} |")
+    return "\n".join(["| option | default | read by | meaning |", "|---|---|---|---|", *rows])
 
 
 def embed(markdown: str) -> str:

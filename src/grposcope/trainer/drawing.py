@@ -2,11 +2,14 @@
 
 The sampler (grposcope.sampling) decides who gets how many completions; it calls `Drawing.draw` as often as it
 needs and answers with a `Selection`. This module turns that selection back into one batch of completions, in
-group order, and merges the reward metrics of every draw of the step.
+group order, merges the reward metrics of every draw of the step, and keeps what the reward functions logged
+(TRL's `log_metric` and `log_extra`) for the step's metrics and its sample of completions.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -19,20 +22,37 @@ from ..sampling import Drawn, Selection
 from .phases import PhaseTimer
 
 
-class Drawing:
-    """One step's draws: `draw(examples, n)` for the sampler; then `gather(selection)` and `reward_metrics()`."""
+@dataclass(frozen=True)
+class TrainerState:
+    """What reward functions get as `trainer_state` (the fields of TRL's, a transformers TrainerState, that
+    reward shaping reads): optimizer steps done, steps planned, and epochs of the training prompts done."""
 
-    def __init__(self, rollout: Any, scorer: Any, params: SamplingParams, pad_id: int, timer: PhaseTimer) -> None:
+    global_step: int
+    max_steps: int
+    epoch: float
+
+
+class Drawing:
+    """One step's draws: `draw(examples, n)` for the sampler; then `gather(selection)`, `reward_metrics()`,
+    `logged_metrics()` and `sample_rows(selection, advantages, limit)`."""
+
+    def __init__(self, rollout: Any, scorer: Any, params: SamplingParams, pad_id: int, timer: PhaseTimer,
+                 state: TrainerState | None = None) -> None:
         self.rollout, self.scorer, self.params, self.pad_id, self.timer = rollout, scorer, params, pad_id, timer
+        self.state = state
         self.scores: list[Any] = []  # the ScoreResult of every draw, for the reward metrics
+        self.inputs: list[tuple[list, list]] = []  # (prompts, completions) of every draw, as the rewards saw them
 
     def draw(self, examples: list[dict], n: int) -> Drawn:
         """n completions of each example, generated and scored.  -> rewards, lengths (B, n)"""
         with self.timer("generation"):
             rollout = self.rollout.generate([e["prompt_text"] for e in examples], n, self.params)  # B*n rows
         with self.timer("scoring"):
-            scored = self.scorer.score(*reward_inputs(examples, rollout.texts, n, rollout.completion_ids))
+            prompts, completions, columns = reward_inputs(examples, rollout.texts, n, rollout.completion_ids,
+                                                          rollout.completion_mask)
+            scored = self.scorer.score(prompts, completions, columns, trainer_state=self.state)
         self.scores.append(scored)
+        self.inputs.append((prompts, completions))
         return Drawn(scored.rewards.view(-1, n), rollout.lengths.view(-1, n).float(), rollout)
 
     def gather(self, selection: Selection) -> Rollout:
@@ -47,3 +67,39 @@ class Drawing:
         per_function = torch.cat([s.per_function for s in self.scores]).double()  # (N_drawn, F)
         errors = float(sum(s.metrics["reward/errors"] for s in self.scores))
         return reward_metrics(per_function, self.scorer.names, errors)
+
+    def logged_metrics(self) -> dict[str, float]:
+        """What the reward functions gave `log_metric` this step: the mean of each name's values (TRL's rule)."""
+        values: dict[str, list[float]] = {}
+        for scored in self.scores:
+            for name, logged in scored.logged_metrics.items():
+                values.setdefault(name, []).extend(logged)
+        return {name: math.fsum(v) / len(v) for name, v in values.items()}
+
+    def sample_rows(self, selection: Selection, advantages: torch.Tensor, limit: int | None) -> list[dict]:
+        """The first `limit` kept samples (None: all), group after group, as rows of completions.jsonl: prompt,
+        completion, each function's reward, the combined reward, the advantage, and the `log_extra` columns.
+
+        advantages (B', G), aligned with selection.samples.
+        """
+        numbers = selection.samples.reshape(-1)[:limit].tolist()  # step-wide sample numbers, kept order
+        prompts = [prompt for drawn, _ in self.inputs for prompt in drawn]  # (N_drawn,)
+        completions = [completion for _, drawn in self.inputs for completion in drawn]  # (N_drawn,)
+        per_function = torch.cat([s.per_function for s in self.scores])  # (N_drawn, F)
+        rewards = torch.cat([s.rewards for s in self.scores])  # (N_drawn,)
+        extra = self._extra_columns()
+        rows = []
+        for number, advantage in zip(numbers, advantages.reshape(-1).tolist()):
+            rows.append({
+                "prompt": prompts[number], "completion": completions[number],
+                "rewards": dict(zip(self.scorer.names, per_function[number].tolist())),
+                "reward": rewards[number].item(), "advantage": advantage,
+                **{column: values[number] for column, values in extra.items()},
+            })
+        return rows
+
+    def _extra_columns(self) -> dict[str, list]:
+        """`log_extra` columns over every sample drawn this step; None where a draw did not log the column."""
+        names = list(dict.fromkeys(c for s in self.scores for c in s.extra_columns))
+        return {name: [v for s in self.scores for v in s.extra_columns.get(name, [None] * len(s.rewards))]
+                for name in names}

@@ -21,6 +21,7 @@ from ..sampling.stream import PromptStream
 from .checkpoint import checkpoint_folders
 from .config import GRPOConfig
 from .geometry import Geometry, geometry_for, total_steps
+from .options import estimator_options, sampler_options
 
 
 @dataclass
@@ -111,41 +112,18 @@ def seed_everything(seed: int) -> None:
 
 def make_estimator(args: GRPOConfig) -> advantages.AdvantageEstimator:
     """The configured estimator, given whichever of the config's estimator options it takes."""
-    options = {
-        "scale": args.scale_rewards,
-        "alpha": args.virtual_sample_alpha,
-        "tau_init": args.acr_threshold_init,
-        "strategy": args.virtual_sample_strategy,
-        "success_threshold": args.success_threshold,
-        "seed": args.seed,
-    }
-    return advantages.make(args.advantage_estimator,
-                           **advantages.ESTIMATORS.accepted(args.advantage_estimator, options))
+    return advantages.make(args.advantage_estimator, **estimator_options(args))
 
 
 def make_sampler(args: GRPOConfig):
     """The configured sampler, given whichever of the config's sampler options it takes."""
     from ..sampling import SAMPLERS
 
-    options = {
-        "max_gen_batches": args.max_gen_batches,
-        "on_shortfall": args.on_shortfall,
-        "exit_rule": args.exit_rule,
-        "round_size": args.round_size,
-        "max_rounds": args.max_rounds,
-        "drop_unresolved": args.drop_unresolved,
-        "budget": args.sample_budget,
-        "candidates": args.budget_candidates,
-        "decay": args.budget_decay,
-        "min_p_mixed": args.budget_min_p_mixed,
-        "success_threshold": args.success_threshold,
-        "seed": args.seed,
-    }
-    return SAMPLERS.make(args.sampler, **SAMPLERS.accepted(args.sampler, options))
+    return SAMPLERS.make(args.sampler, **sampler_options(args))
 
 
 def make_scorer(args: GRPOConfig, reward_funcs, task_rewards):
-    from ..rewards import RewardScorer
+    from ..rewards import RewardScorer, make_soft_overlong_penalty
 
     funcs = reward_funcs if reward_funcs is not None else (args.reward_funcs or task_rewards)
     if not funcs:
@@ -153,7 +131,12 @@ def make_scorer(args: GRPOConfig, reward_funcs, task_rewards):
             "no reward function: pass reward_funcs= (e.g. grposcope.rewards.accuracy_reward) or set "
             "reward_funcs in the config"
         )
-    return RewardScorer(funcs, reward_weights=args.reward_weights, reward_timeout=args.reward_timeout,
+    funcs, weights = list(funcs) if isinstance(funcs, (list, tuple)) else [funcs], args.reward_weights
+    if args.overlong_buffer_len:  # DAPO's soft overlong punishment: one more reward term, its scale its own
+        funcs.append(make_soft_overlong_penalty(args.max_completion_length, args.overlong_buffer_len,
+                                                args.overlong_penalty_factor))
+        weights = None if weights is None else [*weights, 1.0]
+    return RewardScorer(funcs, reward_weights=weights, reward_timeout=args.reward_timeout,
                         reward_errors=args.reward_errors)
 
 

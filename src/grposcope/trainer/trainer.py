@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +22,10 @@ from ..logging.backends import METRICS_FILE
 from ..rollout import SamplingParams
 from . import checkpoint
 from .config import GRPOConfig
-from .drawing import Drawing
+from .drawing import Drawing, TrainerState
 from .evaluation import evaluate
 from .geometry import total_steps
+from .options import unused_options
 from .phases import PhaseTimer
 from .policy import TrainBatch, completion_logps
 from .setup import build_run, check_output_dir
@@ -39,12 +40,15 @@ class Generation:
     seconds: float  # generating and scoring it: charged to the first optimizer step it feeds
     plan: list[torch.Tensor]  # the rows of each optimizer step it feeds, in order
     taken: int = 0  # optimizer steps fed so far
+    logged: dict[str, float] = field(default_factory=dict)  # what the reward functions gave log_metric
+    sample: list[dict] = field(default_factory=list)  # rows for completions.jsonl, until a logging step takes them
 
     @classmethod
-    def planned(cls, batch: TrainBatch, metrics: dict[str, float], seconds: float, iterations: int, size: int):
+    def planned(cls, batch: TrainBatch, metrics: dict[str, float], seconds: float, iterations: int, size: int,
+                **extra: Any) -> "Generation":
         """`iterations` passes over the batch, `size` completions per optimizer step."""
         plan = [rows for _ in range(iterations) for rows in _optimizer_batches(len(batch), size)]
-        return cls(batch, metrics, seconds, plan)
+        return cls(batch, metrics, seconds, plan, **extra)
 
     @property
     def done(self) -> bool:
@@ -57,11 +61,13 @@ class Generation:
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to feed its remaining steps after a resume (tensors and numbers only)."""
         return {"batch": vars(self.batch).copy(), "metrics": dict(self.metrics), "plan": self.plan,
-                "taken": self.taken}
+                "taken": self.taken, "logged": dict(self.logged)}
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "Generation":
-        return cls(TrainBatch(**state["batch"]), state["metrics"], 0.0, list(state["plan"]), int(state["taken"]))
+        # the sample of completions is not kept: a resumed run logs the next generation's
+        return cls(TrainBatch(**state["batch"]), state["metrics"], 0.0, list(state["plan"]), int(state["taken"]),
+                   dict(state.get("logged", {})))
 
 
 class GRPOTrainer:
@@ -69,7 +75,8 @@ class GRPOTrainer:
 
     Same arguments as TRL's GRPOTrainer: `model` is a model object or a name/path (default: the config's
     `model_name_or_path`); `reward_funcs` a function, a registered name, or a list of them (TRL's signature
-    `f(prompts, completions, **columns) -> list[float | None]`); datasets are HF Datasets or lists of dicts
+    `f(prompts=..., completions=..., **columns, trainer_state=..., log_extra=..., log_metric=...)`, called by
+    keyword as TRL 1.16 calls it); datasets are HF Datasets or lists of dicts
     with a `prompt`. Without a dataset, the config's `dataset_name` task is loaded. `callbacks` are objects
     with a method `on_step_end(trainer, metrics)`, called after every optimizer step (TRL's TrainerCallback,
     whose methods take `(args, state, control)`, is not accepted).
@@ -93,7 +100,8 @@ class GRPOTrainer:
         self.scorer, self.estimator, self.rollout = run.scorer, run.estimator, run.rollout
         self.sampler = run.sampler
         self.optimizer, self.scheduler, self.logger_factory = run.optimizer, run.scheduler, run.logger_factory
-        self.monitor = CollapseMonitor(success_threshold=self.args.success_threshold, kl_bound=self.args.kl_bound)
+        self.monitor = CollapseMonitor(success_threshold=self.args.success_threshold,
+                                       ema_lambda=self.args.acr_ema_lambda, kl_bound=self.args.kl_bound)
         self.max_steps = total_steps(self.args, self.geometry, len(run.train_examples))
         self.global_step = 0
         self.timer = PhaseTimer()
@@ -116,7 +124,7 @@ class GRPOTrainer:
         start, notes = self._resume(resume) if resume else self._start()
         logger = self.logger_factory(self.max_steps, start)
         try:
-            for note in [self.geometry.note, *notes]:
+            for note in [self.geometry.note, *unused_options(self.args), *notes]:
                 if note:
                     logger.note(note)
             if self._eval_before is None:
@@ -126,6 +134,9 @@ class GRPOTrainer:
                     self._generation = self._generate()
                 metrics = self._step(self._generation)  # advances global_step
                 logger.log(self.global_step, metrics)
+                if self.global_step % self.args.logging_steps == 0 and self._generation.sample:
+                    logger.log_completions(self.global_step, self._generation.sample)
+                    self._generation.sample = []  # once per generation
                 for callback in self.callbacks:
                     callback.on_step_end(self, metrics)
                 self._stop_if_unstable()
@@ -143,6 +154,11 @@ class GRPOTrainer:
         """One optimizer step on the next part of `generation`; returns the step's metrics."""
         t0 = time.perf_counter()
         metrics = {**generation.metrics, **self._optimize(generation.next_batch())}
+        clash = sorted(metrics.keys() & generation.logged.keys())
+        if clash:
+            raise ValueError(f"a reward function logged {clash} with log_metric: grposcope logs metrics of that "
+                             "name itself; give yours another name, e.g. 'my_reward/...'")
+        metrics.update(generation.logged)
         self.global_step += 1
         metrics["perf/step_s"] = generation.seconds + time.perf_counter() - t0
         metrics.update(self.timer.take())  # the phases of this step (and of its generation, on its first)
@@ -155,29 +171,34 @@ class GRPOTrainer:
         """Sample prompts; the sampler draws (generates and scores) and keeps groups; advantages."""
         t0, timer = time.perf_counter(), self.timer
         args, g = self.args, self.args.num_generations
+        # what reward functions see as trainer_state: the progress before this batch, as TRL's
+        state = TrainerState(self.global_step, self.max_steps, self.stream.epoch + self.stream.fraction_done)
         examples = self.stream.take(self.geometry.prompts_per_generation)  # B prompts
         self.model.eval()  # generate() keeps the mode it finds: no dropout (e.g. LoRA's) while sampling
         extra = tuple(sorted((args.generation_kwargs or {}).items()))
         params = SamplingParams(args.max_completion_length, args.temperature, args.top_p, args.top_k, extra=extra)
-        drawing = Drawing(self.rollout, self.scorer, params, self.tokenizer.pad_token_id, timer)
+        drawing = Drawing(self.rollout, self.scorer, params, self.tokenizer.pad_token_id, timer, state)
         selection = self.sampler.sample(examples, drawing.draw, self.stream.take, g)  # B' groups of G
         rollout = drawing.gather(selection)  # N = B' * G rows, group after group
-        with timer("scoring"):  # advantages
-            rewards = selection.rewards  # (B', G)
-            est = self.estimator(rewards, pool=selection.pool, as_drawn=selection.as_drawn)
         loss_mask = rollout.completion_mask.clone()  # (N, T)
         if args.mask_truncated_completions:
             loss_mask[rollout.truncated] = 0
-        batch = TrainBatch(
-            rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids, loss_mask, est.advantages.reshape(-1)
+        batch = TrainBatch(  # its advantages come below
+            rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids, loss_mask, torch.zeros(len(loss_mask))
         )
         with timer("logprobs"):
             batch.old_logp, batch.ref_logp = self._old_and_ref_logps(batch)
+        with timer("scoring"):  # advantages
+            rewards = selection.rewards  # (B', G)
+            trained, kl_metrics = self._kl_in_reward(rewards, batch)  # rewards, unless kl_in_reward
+            est = self.estimator(trained, pool=selection.pool, as_drawn=selection.as_drawn)
+        batch.advantages = est.advantages.reshape(-1)  # (N,)
         lengths = rollout.lengths.float()
         metrics = {
             **drawing.reward_metrics(),
             **selection.metrics,
             **est.metrics,
+            **kl_metrics,
             "reward/mean": rewards.mean().item(),
             "reward/std": rewards.std().item() if rewards.numel() > 1 else 0.0,
             "completion/mean_length": lengths.mean().item(),
@@ -188,8 +209,10 @@ class GRPOTrainer:
         # diagnosed after the first update, with its entropy: the ACR family on the groups as first drawn,
         # acr_post on what reaches the loss
         self._pending = (selection.as_drawn, est.advantages)
+        sample = drawing.sample_rows(selection, est.advantages, args.num_completions_to_print) \
+            if args.log_completions else []
         return Generation.planned(batch, metrics, time.perf_counter() - t0, args.num_iterations,
-                                  self.geometry.optimizer_batch)
+                                  self.geometry.optimizer_batch, logged=drawing.logged_metrics(), sample=sample)
 
     def _optimize(self, batch: TrainBatch) -> dict[str, float]:
         """One optimizer step over `batch` in micro-batches; then the collapse monitor's update."""
@@ -263,7 +286,7 @@ class GRPOTrainer:
         if micro.ref_logp is not None:
             kl, kl_metrics = losses.kl_penalty(logp, micro.ref_logp, micro.loss_mask, args.kl_estimator)
             metrics.update(kl_metrics)
-            if args.beta > 0:
+            if args.beta > 0 and not args.kl_in_reward:  # decoupled KL (DAPO): a loss term
                 kl_loss = args.beta * losses.aggregate(kl, micro.loss_mask, **kwargs)
                 loss = loss + kl_loss
                 metrics["loss/kl"] = kl_loss.item()
@@ -271,11 +294,22 @@ class GRPOTrainer:
             loss = loss - args.entropy_coef * losses.aggregate(entropy, micro.loss_mask, **kwargs)
         return loss, metrics
 
+    def _kl_in_reward(self, rewards: torch.Tensor, batch: TrainBatch) -> tuple[torch.Tensor, dict[str, float]]:
+        """With kl_in_reward (kept for comparison with decoupled KL): r - beta * each completion's summed KL to
+        the reference, under the sampling policy.  rewards (B', G) -> (B', G), metrics"""
+        if not self.args.kl_in_reward:
+            return rewards, {}
+        kl, _ = losses.kl_penalty(batch.old_logp, batch.ref_logp, batch.loss_mask, self.args.kl_estimator)  # (N, T)
+        penalty = self.args.beta * kl.sum(dim=1).view_as(rewards)  # (B', G)
+        return rewards - penalty, {"kl/reward_penalty": penalty.mean().item()}
+
     @torch.no_grad()
     def _old_and_ref_logps(self, batch: TrainBatch) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-        """Log-probs under the sampling policy (only needed when a batch is reused) and the reference."""
-        reuse = self.args.num_iterations > 1 or self.geometry.optimizer_steps_per_generation > 1
-        old = self._logps_in_chunks(self.model, batch) if reuse else None
+        """Log-probs under the sampling policy (needed when a batch is reused, or for the KL in the reward)
+        and under the reference."""
+        args = self.args
+        reuse = args.num_iterations > 1 or self.geometry.optimizer_steps_per_generation > 1
+        old = self._logps_in_chunks(self.model, batch) if reuse or args.kl_in_reward else None
         ref = None
         if self.ref_model is not None:
             with self.ref_model() as reference:
