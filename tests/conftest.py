@@ -67,3 +67,13 @@ def tiny_model_dir(tmp_path, tiny_llama, tiny_tokenizer):
     tiny_llama.save_pretrained(path, safe_serialization=True)
     tiny_tokenizer.save_pretrained(path)
     return path
+
+
+@pytest.fixture
+def offline_wandb(tmp_path, monkeypatch):
+    """A real wandb, offline and silent, with its config, cache and data kept under tmp_path, not $HOME."""
+    pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    for var in ("WANDB_CONFIG_DIR", "WANDB_CACHE_DIR", "WANDB_DATA_DIR"):
+        monkeypatch.setenv(var, str(tmp_path / var.lower()))

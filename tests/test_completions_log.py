@@ -274,12 +274,7 @@ def test_wandb_gets_a_table_with_one_column_per_reward_function(tmp_path, monkey
     assert table.kwargs == {"allow_mixed_types": True}  # "tries" holds None here and may hold a number later
 
 
-def test_a_real_offline_wandb_run_stores_the_table(tmp_path, monkeypatch):
-    pytest.importorskip("wandb")
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("WANDB_SILENT", "true")
-    for var in ("WANDB_CONFIG_DIR", "WANDB_CACHE_DIR", "WANDB_DATA_DIR"):  # keep wandb out of $HOME
-        monkeypatch.setenv(var, str(tmp_path / var.lower()))
+def test_a_real_offline_wandb_run_stores_the_table(tmp_path, offline_wandb):
     out = tmp_path / "out"
     with RunLogger(out, report_to="wandb", total_steps=2, console=False) as logger:
         logger.log(1, {"reward/mean": 0.5})

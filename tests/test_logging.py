@@ -319,12 +319,7 @@ def test_missing_wandb_names_the_install_command(tmp_path, monkeypatch):
         RunLogger(tmp_path, report_to="wandb", total_steps=1, console=False)
 
 
-def test_wandb_offline_run_is_created_under_output_dir(tmp_path, monkeypatch):
-    pytest.importorskip("wandb")
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("WANDB_SILENT", "true")
-    for var in ("WANDB_CONFIG_DIR", "WANDB_CACHE_DIR", "WANDB_DATA_DIR"):  # keep wandb out of $HOME
-        monkeypatch.setenv(var, str(tmp_path / var.lower()))
+def test_wandb_offline_run_is_created_under_output_dir(tmp_path, offline_wandb):
     out = tmp_path / "out"
     with RunLogger(out, report_to="wandb", total_steps=2, run_name="offline-test", console=False) as logger:
         logger.log(1, {"collapse/acr": 0.5})

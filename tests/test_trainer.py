@@ -252,3 +252,16 @@ def test_completions_and_what_reward_functions_log_are_visible(tmp_path, tiny_ll
     mean, std = sum(first_group) / 4, torch.tensor(first_group).std().item()
     assert rows[0]["advantage"] == pytest.approx((first_group[0] - mean) / (std + 1e-4), abs=1e-5)
     assert all(line["judge/calls"] == 1.0 for line in lines)  # log_metric lands in metrics.jsonl
+
+
+def test_avspo_and_the_monitor_update_once_per_generation_batch(tmp_path, tiny_llama, tiny_tokenizer):
+    # docs/algorithms.md ("When it updates"): 4 optimizer steps fed by 2 generation batches of 2 steps each
+    args = tiny_config(tmp_path, max_steps=4, gradient_accumulation_steps=1, steps_per_generation=2, use_avspo=True,
+                       acr_threshold_eta=0.5)
+    trainer = GRPOTrainer(model=tiny_llama, processing_class=tiny_tokenizer, reward_funcs=always_zero,
+                          train_dataset=DATA, args=args)
+    trainer.train()
+    lines = read_lines(tmp_path / "run" / "metrics.jsonl")
+    assert trainer.monitor.step == 2 and [("collapse/acr" in line) for line in lines] == [True, False, True, False]
+    signals = [line["avspo/signal"] for line in lines]
+    assert signals[0] == signals[1] == 1.0 and signals[2] == signals[3]  # one estimator call per generation

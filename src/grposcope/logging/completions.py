@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from typing import Any
 
-from .jsonl import JsonlAppender, json_value, parse_lines
+from .jsonl import JsonlAppender, json_value, read_records
 
 COMPLETIONS_FILE = "completions.jsonl"
 REQUIRED_KEYS = ("prompt", "completion", "rewards", "reward", "advantage")
@@ -106,13 +105,8 @@ def read_completions(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
 
     A partial last line (a killed process) is skipped with a RuntimeWarning.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"no completions file at {path}; a run writes it to <output_dir>/{COMPLETIONS_FILE} once the "
-            "trainer logs completions"
-        )
-    return [record for _, record in parse_lines(path.read_text(encoding="utf-8"), path)]
+    return read_records(path, f"a run writes it to <output_dir>/{COMPLETIONS_FILE} once the trainer logs "
+                              "completions")
 
 
 # ---------------------------------------------------------------- tables for the dashboards

@@ -89,21 +89,23 @@ def _warn_partial(path: Path, number: int) -> None:
     )
 
 
+def read_records(path: str | os.PathLike[str], missing: str) -> list[dict[str, Any]]:
+    """The records of a step-keyed JSON-lines file, in file order, a partial last line (a killed process)
+    skipped with a RuntimeWarning. A missing file raises FileNotFoundError with `missing` as the hint."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no {path.name} at {path}; {missing}")
+    return [record for _, record in parse_lines(path.read_text(encoding="utf-8"), path)]
+
+
 def read_metrics(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The records of a metrics.jsonl file, in file order; `null` metric values come back as `nan`.
 
     A partial last line (a killed process) is skipped with a RuntimeWarning.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"no metrics file at {path}; a run writes it to <output_dir>/metrics.jsonl"
-        )
-    records = []
-    for _, record in parse_lines(path.read_text(encoding="utf-8"), path):
-        records.append({k: math.nan if v is None and k not in RESERVED_KEYS else v
-                        for k, v in record.items()})
-    return records
+    records = read_records(path, "a run writes it to <output_dir>/metrics.jsonl")
+    return [{k: math.nan if v is None and k not in RESERVED_KEYS else v for k, v in record.items()}
+            for record in records]
 
 
 def write_atomically(path: Path, text: str) -> None:

@@ -193,19 +193,7 @@ class GRPOTrainer:
             trained, kl_metrics = self._kl_in_reward(rewards, batch)  # rewards, unless kl_in_reward
             est = self.estimator(trained, pool=selection.pool, as_drawn=selection.as_drawn)
         batch.advantages = est.advantages.reshape(-1)  # (N,)
-        lengths = rollout.lengths.float()
-        metrics = {
-            **drawing.reward_metrics(),
-            **selection.metrics,
-            **est.metrics,
-            **kl_metrics,
-            "reward/mean": rewards.mean().item(),
-            "reward/std": rewards.std().item() if rewards.numel() > 1 else 0.0,
-            "completion/mean_length": lengths.mean().item(),
-            "completion/truncated_frac": rollout.truncated.float().mean().item(),
-            "perf/gen_tokens_per_s": selection.metrics["sampler/tokens_generated"]
-            / max(timer.seconds["generation"], 1e-9),
-        }
+        metrics = {**self._generation_metrics(drawing, selection, rollout), **est.metrics, **kl_metrics}
         # diagnosed after the first update, with its entropy: the ACR family on the groups as first drawn,
         # acr_post on what reaches the loss
         self._pending = (selection.as_drawn, est.advantages)
@@ -213,6 +201,20 @@ class GRPOTrainer:
             if args.log_completions else []
         return Generation.planned(batch, metrics, time.perf_counter() - t0, args.num_iterations,
                                   self.geometry.optimizer_batch, logged=drawing.logged_metrics(), sample=sample)
+
+    def _generation_metrics(self, drawing: Drawing, selection: Any, rollout: Any) -> dict[str, float]:
+        """A generation batch's reward, sampler, length and speed figures (rewards of the kept groups)."""
+        rewards, lengths = selection.rewards, rollout.lengths.float()  # (B', G), (N,)
+        return {
+            **drawing.reward_metrics(),
+            **selection.metrics,
+            "reward/mean": rewards.mean().item(),
+            "reward/std": rewards.std().item() if rewards.numel() > 1 else 0.0,
+            "completion/mean_length": lengths.mean().item(),
+            "completion/truncated_frac": rollout.truncated.float().mean().item(),
+            "perf/gen_tokens_per_s": selection.metrics["sampler/tokens_generated"]
+            / max(self.timer.seconds["generation"], 1e-9),
+        }
 
     def _optimize(self, batch: TrainBatch) -> dict[str, float]:
         """One optimizer step over `batch` in micro-batches; then the collapse monitor's update."""
