@@ -232,4 +232,5 @@ def test_pool_stats_in_float64_refuses_non_finite_and_ignores_padding():
         advantages.pool_stats(bad, valid)
     # padding (valid False) may hold anything: mean of [1, 0] = 0.5, std_unb = sqrt(0.5) = 0.70711
     padded = advantages.pool_stats(torch.tensor([[1.0, 0.0, float("inf")]]), torch.tensor([[True, True, False]]))
-    assert padded.mean.item() == 0.5 and abs(padded.std.item() - 0.5**0.5) < 1e-6
+    assert padded.mean.item() == 0.5 and abs(padded.std().item() - 0.5**0.5) < 1e-6
+    assert abs(padded.std(unbiased=False).item() - 0.5) < 1e-6  # the population std of [1, 0]

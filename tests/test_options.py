@@ -127,3 +127,14 @@ def test_kl_in_reward_moves_the_kl_from_the_loss_into_the_reward(tmp_path, tiny_
     assert all("loss/kl" not in line for line in lines)  # no KL loss term
     assert lines[0]["kl/reward_penalty"] == 0.0  # the policy is the reference at step 1
     assert lines[2]["kl/reward_penalty"] > 0.0 and lines[2]["kl/mean"] > 0.0
+
+
+def test_the_pool_std_follows_advantage_std_unbiased_under_reinforce_ada():
+    # a pool [1, 0, 0, 0] drawn by the sampler: std_unb = 0.5, std_pop = sqrt(0.1875) = 0.43301
+    from grposcope.core.advantages import pool_stats
+
+    pool = pool_stats(torch.tensor([[1.0, 0.0, 0.0, 0.0]]), torch.ones(1, 4, dtype=torch.bool))
+    kept = torch.tensor([[1.0, 0.0]])
+    for unbiased, std in ((True, 0.5), (False, 0.1875**0.5)):
+        est = make_estimator(GRPOConfig(advantage_estimator="pool", pool_std=True, advantage_std_unbiased=unbiased))
+        assert est(kept, pool=pool).advantages[0, 0].item() == pytest.approx(0.75 / (std + 1e-4), abs=1e-5)

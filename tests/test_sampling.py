@@ -117,7 +117,8 @@ def test_reinforce_ada_down_samples_to_a_balanced_group_with_the_pool_as_baselin
     selection = sampler.sample([0], world.draw, None, 4)
     assert sorted(selection.rewards[0].tolist()) == [0.0, 0.0, 1.0, 1.0]
     assert selection.pool.mean.item() == pytest.approx(0.25)
-    assert selection.pool.std.item() == pytest.approx(math.sqrt(0.25 * 0.75 * 8 / 7))  # unbiased
+    assert selection.pool.std().item() == pytest.approx(math.sqrt(0.25 * 0.75 * 8 / 7))  # unbiased
+    assert selection.pool.std(unbiased=False).item() == pytest.approx(math.sqrt(0.25 * 0.75))
     assert selection.metrics["sampler/rounds_mean"] == 2.0
     # a short class is filled from the other: 1 right among 8 -> 1 right and 3 wrong
     world = Scripted({0: [1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]})

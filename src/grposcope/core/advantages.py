@@ -32,10 +32,17 @@ DEFAULT_EPS = 1e-4  # added to the std, as TRL does, so that numbers line up wit
 
 @dataclass(frozen=True)
 class PoolStats:
-    """Mean and std of each prompt's pool, when the pools themselves are not at hand (see `pool_stats`)."""
+    """What each prompt's pool contributes, when the pools themselves are not at hand (see `pool_stats`):
+    enough for its mean and for either std, so that a sampler's pools serve any `unbiased` setting."""
 
-    mean: torch.Tensor  # (B,)
-    std: torch.Tensor  # (B,), 0 for a pool of one reward
+    mean: torch.Tensor  # (B,) float64
+    square: torch.Tensor  # (B,) float64: sum of squared deviations from the mean
+    count: torch.Tensor  # (B,) float64: rewards in the pool, >= 1
+
+    def std(self, unbiased: bool = True) -> torch.Tensor:
+        """(B,), 0 for a pool of one reward."""
+        dof = (self.count - 1).clamp(min=1) if unbiased else self.count
+        return torch.where(self.count > 1, (self.square / dof).sqrt(), torch.zeros_like(self.mean))
 
     def __len__(self) -> int:
         return self.mean.shape[0]
@@ -44,8 +51,8 @@ class PoolStats:
 Pool = Sequence[torch.Tensor] | torch.Tensor | PoolStats | None
 
 
-def pool_stats(values: torch.Tensor, valid: torch.Tensor, unbiased: bool = True) -> PoolStats:
-    """Mean and std of pools of different sizes, padded into one matrix.
+def pool_stats(values: torch.Tensor, valid: torch.Tensor) -> PoolStats:
+    """The statistics of pools of different sizes, padded into one matrix.
 
     values (B, P) rewards, valid (B, P) bool marks the real ones (at least one per row) -> PoolStats of (B,)
     Accumulated in float64, as the group statistics are: a float32 mean of 32 copies of 0.7 is off by 6e-8,
@@ -58,9 +65,7 @@ def pool_stats(values: torch.Tensor, valid: torch.Tensor, unbiased: bool = True)
     n = valid.sum(dim=1).double()  # (B,)
     mean = x.sum(dim=1) / n  # (B,)
     square = torch.where(valid, (x - mean.unsqueeze(1)) ** 2, torch.zeros_like(x)).sum(dim=1)  # (B,)
-    dof = (n - 1).clamp(min=1) if unbiased else n
-    std = torch.where(n > 1, (square / dof).sqrt(), torch.zeros_like(mean))
-    return PoolStats(mean.to(real.dtype), std.to(real.dtype))
+    return PoolStats(mean, square, n)
 
 
 @dataclass
@@ -146,19 +151,14 @@ def pool_advantages(
     if len(pool) != rewards.shape[0]:
         raise ValueError(f"pool has {len(pool)} prompts but rewards has {rewards.shape[0]}")
     if not isinstance(pool, PoolStats):
-        stats = [_pool_stats(torch.as_tensor(p, dtype=rewards.dtype), unbiased) for p in pool]
-        like = {"dtype": rewards.dtype, "device": rewards.device}
-        pool = PoolStats(torch.tensor([m for m, _ in stats], **like), torch.tensor([s for _, s in stats], **like))
+        pools = [torch.as_tensor(p, dtype=rewards.dtype).reshape(-1) for p in pool]  # B tensors (P_j,)
+        values = torch.nn.utils.rnn.pad_sequence(pools, batch_first=True)  # (B, P_max)
+        valid = torch.arange(values.shape[1]).unsqueeze(0) < torch.tensor([len(p) for p in pools]).unsqueeze(1)
+        pool = pool_stats(values, valid)
     centered = rewards - pool.mean.to(rewards).unsqueeze(1)  # (B, G)
     if not use_std:
         return centered
-    return centered / (pool.std.to(rewards).unsqueeze(1) + eps)
-
-
-def _pool_stats(p: torch.Tensor, unbiased: bool) -> tuple[float, float]:
-    p = check_rewards(p.reshape(1, -1), name="pool rewards")[0]  # (P,)
-    std = group_std(p, unbiased).item() if p.numel() > 1 else 0.0
-    return group_mean(p, keepdim=False).item(), std
+    return centered / (pool.std(unbiased).to(rewards).unsqueeze(1) + eps)
 
 
 # ---------------------------------------------------------------------------------------------------------
