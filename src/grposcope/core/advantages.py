@@ -23,7 +23,14 @@ import torch
 from ._tensors import check_rewards, group_mean, group_std
 from .diagnostics import collapse_metrics, collapsed_groups
 from .registry import Registry
-from .virtual_samples import STRATEGIES, advantages_with_virtual, num_virtual_samples, virtual_rewards
+from .virtual_samples import (
+    STRATEGIES,
+    advantages_with_virtual,
+    all_wrong_share,
+    bound_all_wrong_share,
+    num_virtual_samples,
+    virtual_rewards,
+)
 
 SCALES = ("group", "batch", "none")
 DEFAULT_EPS = 1e-4  # added to the std, as TRL does, so that numbers line up with it
@@ -234,6 +241,7 @@ class AVSPO(AdvantageEstimator):
         reward_range: tuple[float, float] = (0.0, 1.0),
         r_anchor: float = 0.1,
         r_partial: float = 0.5,
+        all_wrong_max_share: float | None = None,
         success_threshold: float = 0.5,
         unbiased: bool = True,
         eps: float = DEFAULT_EPS,
@@ -249,6 +257,10 @@ class AVSPO(AdvantageEstimator):
             raise ValueError(f"need 0 <= tau_min <= tau_init <= tau_max <= 1, got {tau_min}, {tau_init}, {tau_max}")
         if reward_range[0] >= reward_range[1]:
             raise ValueError(f"reward_range must be (low, high) with low < high, got {reward_range}")
+        if all_wrong_max_share is not None and not 0.0 <= all_wrong_max_share < 1.0:
+            raise ValueError(f"all_wrong_max_share must be in [0, 1), or None (the paper: no bound), got "
+                             f"{all_wrong_max_share}")
+        self.all_wrong_max_share = all_wrong_max_share
         self.alpha, self.strategy, self.ema_lambda = alpha, strategy, ema_lambda
         self.adaptive_threshold, self.eta, self.reward_ema = adaptive_threshold, eta, reward_ema
         self.tau_min, self.tau_max = tau_min, tau_max
@@ -282,14 +294,21 @@ class AVSPO(AdvantageEstimator):
             )  # (M, K')
             k = virtual.shape[1]  # "opposite" always adds one
             adv[triggered] = advantages_with_virtual(rewards[triggered], virtual, self.unbiased, self.eps)
+        all_wrong = triggered & (rewards[:, 0] < self.success_threshold)  # (B,) augmented all-wrong groups
+        share, scale = all_wrong_share(adv, all_wrong), 1.0
+        if self.all_wrong_max_share is not None:  # grposcope's guard; None: the paper, measured but unbounded
+            adv, scale = bound_all_wrong_share(adv, all_wrong, self.all_wrong_max_share)
         self._update_threshold(drawn.mean().item(), signal)
         metrics = {
             "avspo/tau": tau_used,
             "avspo/signal": signal,
             "avspo/k_mean": float(k),
             "avspo/frac_groups_augmented": triggered.float().mean().item(),
+            "avspo/all_wrong_share": share,
+            "avspo/all_wrong_scale": scale,
         }
         return AdvantageOutput(adv, metrics)
+
 
     def _update_threshold(self, mean_reward: float, signal: float) -> None:
         previous = self.reward_smooth

@@ -79,3 +79,31 @@ def advantages_with_virtual(
     mean = group_mean(both)  # (M, 1)
     std = group_std(both, unbiased).unsqueeze(1)  # (M, 1)
     return (rewards - mean) / (std + eps)  # (M, G)
+
+
+def all_wrong_share(adv: torch.Tensor, all_wrong: torch.Tensor) -> float:
+    """The share of a step's advantage mass in the groups `all_wrong` marks: W / (W + R), W = sum |A| over them,
+    R over every other group; 0 when no group has an advantage.  adv (B, G), all_wrong (B,) bool -> float"""
+    mass = adv.abs().double().sum(dim=1)  # (B,)
+    total = mass.sum().item()
+    return mass[all_wrong].sum().item() / total if total > 0 else 0.0
+
+
+def bound_all_wrong_share(adv: torch.Tensor, all_wrong: torch.Tensor, max_share: float) -> tuple[torch.Tensor, float]:
+    """Caps the share of a step's advantage mass that augmented all-wrong groups carry (grposcope's guard).
+
+    adv (B, G); all_wrong (B,) bool marks the augmented groups whose common reward is below success_threshold.
+    With share = all_wrong_share(adv, all_wrong) above max_share, their advantages are scaled by
+    f = max_share / (1 - max_share) * R / W, which brings the share to max_share: all-wrong augmentation may
+    accompany the step's other signal but never drive a step alone (with R = 0, f = 0 and those groups give no
+    gradient, as under GRPO). -> (adv (B, G), f), f = 1 when nothing was scaled.
+    """
+    if not 0.0 <= max_share < 1.0:
+        raise ValueError(f"max_share must be in [0, 1) (None switches the guard off), got {max_share}")
+    share = all_wrong_share(adv, all_wrong)
+    if share <= max_share:
+        return adv, 1.0
+    f = max_share / (1.0 - max_share) * (1.0 - share) / share  # R / W = (1 - share) / share
+    out = adv.clone()
+    out[all_wrong] = adv[all_wrong] * f
+    return out, f

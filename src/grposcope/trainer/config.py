@@ -215,6 +215,10 @@ class GRPOConfig:
     """AVSPO: the adaptive threshold never goes below this."""
     acr_threshold_max: float = 0.9
     """AVSPO: the adaptive threshold never goes above this."""
+    all_wrong_max_share: float | None = None
+    """AVSPO guard (grposcope's; docs/algorithms.md, "When it hurts"): the largest share of a step's advantage
+    mass that augmented all-wrong groups may carry. Above it their advantages are scaled down, so a step of
+    all-wrong groups alone makes no update, as under GRPO. None: the paper's AVSPO, unbounded."""
     sampler: str = "fixed"
     """Who gets how many completions (docs/algorithms.md, "Samplers"): "fixed" (G per prompt), "dynamic" (DAPO's
     dynamic sampling, arXiv 2503.14476), "reinforce_ada" (Reinforce-Ada, arXiv 2510.04996; pair it with
@@ -258,6 +262,10 @@ class GRPOConfig:
     """A completion with reward >= this counts as correct (all-correct vs all-wrong collapse, AVSPO)."""
     kl_bound: float = 0.5
     """The KL-drift alarm fires when the mean per-token KL to the reference exceeds this."""
+    measure_update: bool = False
+    """After each update, measure how far it moved the log-probs of the completions it trained on
+    (`update/logp_change_all_wrong`, `update/logp_change_other`): two more forward passes a step, for diagnosing
+    what the updates do (e.g. AVSPO's on all-wrong groups)."""
     diagnostics: bool = True
     """Measure token entropy and run the collapse monitor (ACR family, alarms). Turn off only to measure what
     they cost (bench/step.py): without them there is no `entropy/*`, `collapse/*` history or alarm."""

@@ -31,6 +31,7 @@ ESTIMATOR_OPTIONS = {
     "virtual_reward_range": "reward_range",
     "virtual_reward_anchor": "r_anchor",
     "virtual_reward_partial": "r_partial",
+    "all_wrong_max_share": "all_wrong_max_share",
     "pool_std": "pool_std",
     "success_threshold": "success_threshold",
     "seed": "seed",

@@ -24,6 +24,7 @@ class TrainBatch:
     advantages: torch.Tensor  # (n,)
     old_logp: torch.Tensor | None = None  # (n, T) when batches are reused (num_iterations > 1)
     ref_logp: torch.Tensor | None = None  # (n, T) when a reference policy is used
+    rewards: torch.Tensor | None = None  # (n,) each row's reward, for the diagnostics (measure_update)
 
     def rows(self, index: torch.Tensor) -> "TrainBatch":
         """A sub-batch, with the padding columns that none of its rows uses cut away."""

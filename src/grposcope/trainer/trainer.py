@@ -184,7 +184,8 @@ class GRPOTrainer:
         if args.mask_truncated_completions:
             loss_mask[rollout.truncated] = 0
         batch = TrainBatch(  # its advantages come below
-            rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids, loss_mask, torch.zeros(len(loss_mask))
+            rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids, loss_mask, torch.zeros(len(loss_mask)),
+            rewards=selection.rewards.reshape(-1),
         )
         with timer("logprobs"):
             batch.old_logp, batch.ref_logp = self._old_and_ref_logps(batch)
@@ -219,6 +220,7 @@ class GRPOTrainer:
     def _optimize(self, batch: TrainBatch) -> dict[str, float]:
         """One optimizer step over `batch` in micro-batches; then the collapse monitor's update."""
         args, t0, timer = self.args, time.perf_counter(), self.timer
+        before = self._logps_in_chunks(self.model, batch) if args.measure_update else None  # (n, T)
         self.model.train()
         counts = {"num_tokens": batch.loss_mask.sum(), "num_sequences": len(batch)}
         total_tokens = float(counts["num_tokens"])
@@ -243,6 +245,8 @@ class GRPOTrainer:
                 self.bad_steps += 1
             self.scheduler.step()
             self.optimizer.zero_grad(set_to_none=True)
+        if before is not None:
+            metrics.update(self._update_effect(batch, before))
         train_tokens = (batch.prompt_mask.sum() + batch.loss_mask.sum()).item()
         metrics["grad_norm"] = grad_norm.item()
         metrics["loss/skipped_updates"] = float(self.bad_steps)
@@ -256,6 +260,22 @@ class GRPOTrainer:
                 )
         self._pending = None
         return metrics
+
+    @torch.no_grad()
+    def _update_effect(self, batch: TrainBatch, before: torch.Tensor) -> dict[str, float]:
+        """How far the update just made moved the log-probs of the completions it trained on: the mean change
+        per completion token, over the rows of all-wrong groups and over the others (measure_update).
+        before (n, T), under the weights before the update."""
+        change = self._logps_in_chunks(self.model, batch) - before  # (n, T)
+        g = self.args.num_generations
+        all_wrong = (batch.rewards.view(-1, g) < self.args.success_threshold).all(dim=1).repeat_interleave(g)  # (n,)
+        real = batch.loss_mask.bool()  # (n, T)
+        out = {}
+        for name, rows in (("all_wrong", all_wrong), ("other", ~all_wrong)):
+            tokens = real & rows.unsqueeze(1)  # (n, T)
+            if tokens.any():
+                out[f"update/logp_change_{name}"] = change[tokens].mean().item()
+        return out
 
     def _micro_step(self, micro: TrainBatch, counts: dict[str, Any]) -> tuple[dict[str, float], bool]:
         """Forward, loss, backward on one micro-batch; returns its metrics and whether its loss was finite
