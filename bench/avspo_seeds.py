@@ -1,0 +1,157 @@
+"""AVSPO over seeds on the quickstart: GRPO, AVSPO as the paper has it, and AVSPO with the all-wrong guard.
+
+Each run is `grposcope train --preset quickstart` (SmolLM2-135M-Instruct, arithmetic, G = 8, 2 prompts a step)
+with `--max_steps`, a seed, one torch thread (two runs share the 2 cores) and `measure_update` on. Runs whose
+summary.json exists are skipped, so an interrupted sweep continues where it stopped; each run's model folder
+is deleted afterwards (its metrics, completions and summary stay).
+
+    .venv/bin/python bench/avspo_seeds.py run --root /work/runs/avspo --seeds 0 1 2 3 4 --lr 2e-5 --steps 30
+    .venv/bin/python bench/avspo_seeds.py report --root /work/runs/avspo --out bench/results/avspo_seeds.json
+
+The report: per run and per method (mean and standard error over seeds), greedy held-out accuracy before and
+after on the run's own 48-prompt split, the mean all-wrong ACR and the mean entropy over the first and the last
+10 steps, the mean all-wrong advantage share, and how far the updates moved the all-wrong completions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+METHODS = {
+    "grpo": ["--use_avspo", "false", "--advantage_estimator", "grpo"],
+    "avspo": [],  # the preset: AVSPO as the paper has it
+    "avspo_guard": ["--all_wrong_max_share", "0.5"],
+}
+
+
+def run_name(method: str, lr: str, seed: int) -> str:
+    return f"{method}-lr{lr}-s{seed}"
+
+
+def one_run(root: Path, method: str, lr: str, steps: int, seed: int) -> str:
+    out = root / run_name(method, lr, seed)
+    if (out / "summary.json").is_file():
+        return f"{out.name}: done before"
+    cmd = [sys.executable, "-m", "grposcope.cli", "train", "--preset", "quickstart", "--output_dir", str(out),
+           "--max_steps", str(steps), "--seed", str(seed), "--learning_rate", lr, "--torch_threads", "1",
+           "--measure_update", "true", "--overwrite_output_dir", "true", *METHODS[method]]
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / f"{out.name}.log", "w") as log:
+        code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
+    shutil.rmtree(out / "model", ignore_errors=True)  # 0.5 GB each; the figures are in the files kept
+    return f"{out.name}: exit {code}"
+
+
+def run(args: argparse.Namespace) -> None:
+    jobs = [(m, s) for s in args.seeds for m in args.methods]  # a seed's methods together: usable early
+    with ThreadPoolExecutor(args.workers) as pool:
+        for line in pool.map(lambda job: one_run(Path(args.root), job[0], args.lr, args.steps, job[1]), jobs):
+            print(line, flush=True)
+
+
+def _mean(values: list[float]) -> float:
+    values = [v for v in values if v is not None and not math.isnan(v)]
+    return statistics.fmean(values) if values else float("nan")
+
+
+def run_figures(folder: Path) -> dict[str, float] | None:
+    """One finished run's figures, from its summary.json and metrics.jsonl."""
+    if not (folder / "summary.json").is_file():
+        return None
+    summary = json.loads((folder / "summary.json").read_text())
+    lines = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+    steps = [line for line in lines if "collapse/acr" in line]
+    first, last = steps[:10], steps[-10:]
+    return {
+        "before": summary["eval/accuracy before"],
+        "after": summary["eval/accuracy after"],
+        "acr_all_wrong": _mean([s["collapse/acr_all_wrong"] for s in steps]),
+        "acr_all_wrong_first10": _mean([s["collapse/acr_all_wrong"] for s in first]),
+        "entropy_first10": _mean([s["entropy/mean"] for s in first]),
+        "entropy_last10": _mean([s["entropy/mean"] for s in last]),
+        "all_wrong_share": _mean([s.get("avspo/all_wrong_share", 0.0) for s in steps]),
+        "logp_change_all_wrong": _mean([s.get("update/logp_change_all_wrong") for s in steps]),
+        "logp_change_other": _mean([s.get("update/logp_change_other") for s in steps]),
+        "length_first10": _mean([s["completion/mean_length"] for s in first]),
+        "length_last10": _mean([s["completion/mean_length"] for s in last]),
+        "truncated_last10": _mean([s["completion/truncated_frac"] for s in last]),
+        **_after_all_wrong_steps(steps),
+        **{f"accuracy@{line['step']}": line["eval/accuracy"] for line in lines if "eval/accuracy" in line},
+        **{f"after/{k.split('/')[-1].split()[0]}": v for k, v in summary.items()
+           if k.startswith("eval/accuracy/") and k.endswith(" after")},
+    }
+
+
+def _after_all_wrong_steps(steps: list[dict]) -> dict[str, float]:
+    """The mechanism's footprint: the entropy change from a step to the next, after steps whose every group
+    was all-wrong (AVSPO pushes every completion down there; GRPO makes no update) and after the others."""
+    after_wrong, after_other = [], []
+    for now, nxt in zip(steps, steps[1:]):
+        (after_wrong if now["collapse/acr_all_wrong"] == 1.0 else after_other).append(
+            nxt["entropy/mean"] - now["entropy/mean"])
+    return {"all_wrong_steps": float(len(after_wrong)), "entropy_step_after_all_wrong": _mean(after_wrong),
+            "entropy_step_after_other": _mean(after_other)}
+
+
+def report(args: argparse.Namespace) -> None:
+    root = Path(args.root)
+    runs = {}
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
+        figures = run_figures(folder)
+        if figures is not None:
+            runs[folder.name] = figures
+    table: dict[str, dict[str, dict[str, float]]] = {}
+    for name, figures in runs.items():
+        method, lr, _ = re.fullmatch(r"(.+)-lr(.+)-s(\d+)", name).groups()
+        group = table.setdefault(f"{method} lr {lr}", {})
+        for key, value in figures.items():
+            group.setdefault(key, []).append(value)
+    summary = {group: {key: {"mean": _mean(v), "se": _se(v), "n": len(v)} for key, v in figures.items()}
+               for group, figures in table.items()}
+    result = {"runs": runs, "summary": summary}
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    for name, f in runs.items():
+        print(f"{name:28s} {f['before']:.3f} -> {f['after']:.3f}  all-wrong ACR {f['acr_all_wrong']:.2f} "
+              f"(first 10: {f['acr_all_wrong_first10']:.2f})  entropy {f['entropy_first10']:.2f} / "
+              f"{f['entropy_last10']:.2f}  all-wrong share {f['all_wrong_share']:.2f}  "
+              f"dlogp wrong {f['logp_change_all_wrong']:+.4f} other {f['logp_change_other']:+.4f}")
+    for group, s in summary.items():
+        change = [a - b for a, b in zip(table[group]["after"], table[group]["before"])]
+        print(f"{group:22s} n={s['after']['n']} after {s['after']['mean']:.3f} +- {s['after']['se']:.3f}  "
+              f"change {_mean(change):+.3f} +- {_se(change):.3f}")
+
+
+def _se(values: list[float]) -> float:
+    values = [v for v in values if v is not None and not math.isnan(v)]
+    return statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--root", required=True)
+    r.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    r.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    r.add_argument("--lr", default="2e-5")
+    r.add_argument("--steps", type=int, default=30)
+    r.add_argument("--workers", type=int, default=2)
+    p = sub.add_parser("report")
+    p.add_argument("--root", required=True)
+    p.add_argument("--out")
+    args = parser.parse_args()
+    run(args) if args.command == "run" else report(args)
+
+
+if __name__ == "__main__":
+    main()
