@@ -85,6 +85,7 @@ def run_figures(folder: Path) -> dict[str, float] | None:
         "length_last10": _mean([s["completion/mean_length"] for s in last]),
         "truncated_last10": _mean([s["completion/truncated_frac"] for s in last]),
         **_after_all_wrong_steps(steps),
+        **_clean_format(folder),
         **{f"accuracy@{line['step']}": line["eval/accuracy"] for line in lines if "eval/accuracy" in line},
         **{f"after/{k.split('/')[-1].split()[0]}": v for k, v in summary.items()
            if k.startswith("eval/accuracy/") and k.endswith(" after")},
@@ -100,6 +101,27 @@ def _after_all_wrong_steps(steps: list[dict]) -> dict[str, float]:
             nxt["entropy/mean"] - now["entropy/mean"])
     return {"all_wrong_steps": float(len(after_wrong)), "entropy_step_after_all_wrong": _mean(after_wrong),
             "entropy_step_after_other": _mean(after_other)}
+
+
+# "12 + 7 = 19": the reply the quickstart's system prompt asks for, ending (EOS) right after the number
+CLEAN = re.compile(r"\s*-?\d+ [-+*] -?\d+ = -?\d+\.?\s*")
+
+
+def _clean_format(folder: Path) -> dict[str, float]:
+    """The share of completions that are the bare equation and stop there, over the first and the last 10
+    steps (from completions.jsonl): what a push on every token of all-wrong completions, the shared format
+    and EOS included, wears away."""
+    path = folder / "completions.jsonl"
+    if not path.is_file():
+        return {}
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    last = max(r["step"] for r in rows)
+
+    def share(keep) -> float:
+        texts = [r["completion"][0]["content"] for r in rows if keep(r["step"])]
+        return sum(bool(CLEAN.fullmatch(t)) for t in texts) / len(texts) if texts else float("nan")
+
+    return {"clean_first10": share(lambda s: s <= 10), "clean_last10": share(lambda s: s > last - 10)}
 
 
 def report(args: argparse.Namespace) -> None:
@@ -124,11 +146,42 @@ def report(args: argparse.Namespace) -> None:
         print(f"{name:28s} {f['before']:.3f} -> {f['after']:.3f}  all-wrong ACR {f['acr_all_wrong']:.2f} "
               f"(first 10: {f['acr_all_wrong_first10']:.2f})  entropy {f['entropy_first10']:.2f} / "
               f"{f['entropy_last10']:.2f}  all-wrong share {f['all_wrong_share']:.2f}  "
-              f"dlogp wrong {f['logp_change_all_wrong']:+.4f} other {f['logp_change_other']:+.4f}")
+              f"dlogp wrong {f['logp_change_all_wrong']:+.4f} other {f['logp_change_other']:+.4f}  "
+              f"clean {f.get('clean_first10', float('nan')):.2f} / {f.get('clean_last10', float('nan')):.2f}  "
+              f"H after all-wrong step {f['entropy_step_after_all_wrong']:+.3f} ({f['all_wrong_steps']:.0f}) "
+              f"other {f['entropy_step_after_other']:+.3f}")
+    for lr in sorted({re.fullmatch(r".+-lr(.+)-s\d+", n).group(1) for n in runs}):
+        print(markdown(runs, lr))
     for group, s in summary.items():
         change = [a - b for a, b in zip(table[group]["after"], table[group]["before"])]
         print(f"{group:22s} n={s['after']['n']} after {s['after']['mean']:.3f} +- {s['after']['se']:.3f}  "
               f"change {_mean(change):+.3f} +- {_se(change):.3f}")
+
+
+def markdown(runs: dict[str, dict[str, float]], lr: str) -> str:
+    """The per-seed table of docs/algorithms.md ("When it hurts"): accuracy before and after, and per method the
+    mean all-wrong ACR and the entropy over the first / last 10 steps; then the mean and standard error."""
+    methods = [m for m in METHODS if any(name.startswith(f"{m}-lr{lr}-") for name in runs)]
+    seeds = sorted({int(re.fullmatch(r".+-s(\d+)", n).group(1)) for n in runs if f"-lr{lr}-" in n})
+    head = "| seed | before | " + " | ".join(f"{m} after" for m in methods) + " | " + " | ".join(
+        f"{m}: all-wrong ACR, entropy first 10 / last 10" for m in methods) + " |"
+    rows = [head, "|" + "---|" * (2 + 2 * len(methods))]
+    per = {m: [runs.get(run_name(m, lr, s)) for s in seeds] for m in methods}
+    for i, seed in enumerate(seeds):
+        figures = [per[m][i] for m in methods]
+        before = next((f["before"] for f in figures if f), float("nan"))
+        after = [f"{f['after']:.3f}" if f else "" for f in figures]
+        mech = [f"{f['acr_all_wrong']:.2f}, {f['entropy_first10']:.2f} / {f['entropy_last10']:.2f}" if f else ""
+                for f in figures]
+        rows.append(f"| {seed} | {before:.3f} | " + " | ".join(after) + " | " + " | ".join(mech) + " |")
+    done = {m: [f for f in per[m] if f] for m in methods}
+    change = {m: [f["after"] - f["before"] for f in done[m]] for m in methods}
+    rows.append("| mean change (+- s.e.) | | " + " | ".join(
+        f"{_mean(change[m]):+.3f} +- {_se(change[m]):.3f} (n={len(change[m])})" for m in methods) + " | " +
+        " | ".join(f"{_mean([f['acr_all_wrong'] for f in done[m]]):.2f}, "
+                   f"{_mean([f['entropy_first10'] for f in done[m]]):.2f} / "
+                   f"{_mean([f['entropy_last10'] for f in done[m]]):.2f}" for m in methods) + " |")
+    return "\n".join(rows)
 
 
 def _se(values: list[float]) -> float:
