@@ -146,8 +146,11 @@ def test_avspo_estimator_reproduces_worked_example():
     # mixed groups keep their grpo advantages: mean 0.125, std_unb = sqrt((0.875^2 + 7 * 0.125^2) / 7)
     #   = 0.3535534; 0.875 / 0.3536534 = 2.4741739, -0.125 / 0.3536534 = -0.3534495
     close(out.advantages[1], [2.4741739] + [-0.3534495] * 7)
+    # all-wrong share of the advantage mass: W = 8 * 0.5920836 = 4.7366688, R = 4 * (2.4741739 + 7 * 0.3534495)
+    #   = 19.7932816, W / (W + R) = 0.1930974; no guard, so the scale is 1
     assert out.metrics == pytest.approx(
-        {"avspo/tau": 0.1, "avspo/signal": 0.2, "avspo/k_mean": 4.0, "avspo/frac_groups_augmented": 0.2}
+        {"avspo/tau": 0.1, "avspo/signal": 0.2, "avspo/k_mean": 4.0, "avspo/frac_groups_augmented": 0.2,
+         "avspo/all_wrong_share": 0.1930974, "avspo/all_wrong_scale": 1.0}, abs=1e-6
     )
 
 
