@@ -342,7 +342,8 @@ class GRPOConfig:
         self._check_new_options()
 
     def _check_new_options(self) -> None:
-        """The options whose component checks them only once it is built (after the model has loaded)."""
+        """KL-in-reward, the overlong penalty and the AVSPO reward range; then the chosen estimator and sampler
+        are built once with their options, so that a bad value fails here, before the model loads."""
         if self.kl_in_reward and self.beta <= 0:
             raise ValueError("kl_in_reward=True needs beta > 0 (the KL's weight in the reward); set beta, e.g. "
                              "0.04, or drop kl_in_reward")
@@ -352,12 +353,10 @@ class GRPOConfig:
         self.virtual_reward_range = tuple(float(v) for v in self.virtual_reward_range)
         if len(self.virtual_reward_range) != 2:
             raise ValueError(f"virtual_reward_range must be [low, high], got {list(self.virtual_reward_range)}")
-        from .options import estimator_options, sampler_options
-
         from ..core.advantages import ESTIMATORS
         from ..sampling import SAMPLERS
+        from .options import estimator_options, sampler_options
 
-        # build the chosen components once, here, so that a bad value of theirs fails before the model loads
         ESTIMATORS.make(self.advantage_estimator, **estimator_options(self))
         SAMPLERS.make(self.sampler, **sampler_options(self))
 
