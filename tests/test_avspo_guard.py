@@ -40,10 +40,29 @@ def test_beside_a_mixed_group_the_guard_scales_the_all_wrong_share_down_to_its_b
     assert guarded.advantages[0].tolist() == pytest.approx([-0.61854] * 8, abs=1e-4)
     assert torch.equal(guarded.advantages[1], paper.advantages[1])  # the mixed group is untouched
     assert guarded.metrics["avspo/all_wrong_scale"] == pytest.approx(0.88467, abs=1e-4)
-    assert all_wrong_share(guarded.advantages, torch.tensor([True, False])) == pytest.approx(0.5, abs=1e-6)
+    wrong, mixed = torch.tensor([True, False]), torch.tensor([False, True])
+    assert all_wrong_share(guarded.advantages, wrong, mixed) == pytest.approx(0.5, abs=1e-6)
     # below the bound nothing changes
     same = advantages.make("avspo", ema_lambda=0.0, tau_init=0.3, all_wrong_max_share=0.6)(rewards)
     assert torch.equal(same.advantages, paper.advantages) and same.metrics["avspo/all_wrong_scale"] == 1.0
+
+
+def test_an_augmented_all_correct_group_is_no_counterweight():
+    # Group 0 all wrong, group 1 all right; signal = ACR = 1, K = 8. Group 0: A = -0.78355 (first test). Group 1:
+    # virtual 1 - k / 9, k = 1..8 (sum 4); 16 values, mean 12 / 16 = 0.75; squares 8 * 0.25^2 + sum_j (j / 9
+    # - 0.75)^2 = 0.5 + 1.0185185 = 1.5185185, std_unb = sqrt(1.5185185 / 15) = 0.3181738, A = 0.25 / 0.3182738
+    # = 0.78549. Its mass 6.2839 would make the all-wrong share 6.2684 / 12.5523 = 0.4994, under 0.5, if it
+    # counted; it does not (its push acts on near-certain tokens and hardly moves them), so the share is 1 and
+    # the guard zeroes the all-wrong group while the all-correct one keeps its advantages.
+    rewards = torch.tensor([[0.0] * 8, [1.0] * 8])
+    paper = advantages.make("avspo", ema_lambda=0.0)(rewards)
+    assert paper.advantages[0].tolist() == pytest.approx([-0.78355] * 8, abs=1e-4)
+    assert paper.advantages[1].tolist() == pytest.approx([0.78549] * 8, abs=1e-4)
+    assert paper.metrics["avspo/all_wrong_share"] == 1.0
+    guarded = advantages.make("avspo", ema_lambda=0.0, all_wrong_max_share=0.5)(rewards)
+    assert torch.equal(guarded.advantages[0], torch.zeros(8))
+    assert torch.equal(guarded.advantages[1], paper.advantages[1])
+    assert guarded.metrics["avspo/all_wrong_scale"] == 0.0
 
 
 def test_all_correct_augmentation_is_not_bounded_and_bad_bounds_are_refused():
@@ -53,7 +72,7 @@ def test_all_correct_augmentation_is_not_bounded_and_bad_bounds_are_refused():
     with pytest.raises(ValueError, match="all_wrong_max_share must be in \\[0, 1\\)"):
         advantages.make("avspo", all_wrong_max_share=1.0)
     with pytest.raises(ValueError, match="max_share must be in"):
-        bound_all_wrong_share(torch.zeros(1, 2), torch.tensor([True]), -0.1)
+        bound_all_wrong_share(torch.zeros(1, 2), torch.tensor([True]), torch.tensor([False]), -0.1)
 
 
 @pytest.mark.parametrize("guard", [None, 0.5])

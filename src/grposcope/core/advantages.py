@@ -295,9 +295,10 @@ class AVSPO(AdvantageEstimator):
             k = virtual.shape[1]  # "opposite" always adds one
             adv[triggered] = advantages_with_virtual(rewards[triggered], virtual, self.unbiased, self.eps)
         all_wrong = triggered & (rewards[:, 0] < self.success_threshold)  # (B,) augmented all-wrong groups
-        share, scale = all_wrong_share(adv, all_wrong), 1.0
+        mixed = ~collapsed_groups(rewards)  # (B,) real signal, the guard's counterweight
+        share, scale = all_wrong_share(adv, all_wrong, mixed), 1.0
         if self.all_wrong_max_share is not None:  # grposcope's guard; None: the paper, measured but unbounded
-            adv, scale = bound_all_wrong_share(adv, all_wrong, self.all_wrong_max_share)
+            adv, scale = bound_all_wrong_share(adv, all_wrong, mixed, self.all_wrong_max_share)
         self._update_threshold(drawn.mean().item(), signal)
         metrics = {
             "avspo/tau": tau_used,

@@ -81,26 +81,33 @@ def advantages_with_virtual(
     return (rewards - mean) / (std + eps)  # (M, G)
 
 
-def all_wrong_share(adv: torch.Tensor, all_wrong: torch.Tensor) -> float:
-    """The share of a step's advantage mass in the groups `all_wrong` marks: W / (W + R), W = sum |A| over them,
-    R over every other group; 0 when no group has an advantage.  adv (B, G), all_wrong (B,) bool -> float"""
+def all_wrong_share(adv: torch.Tensor, all_wrong: torch.Tensor, mixed: torch.Tensor) -> float:
+    """The all-wrong groups' advantage mass against the real signal beside them: W / (W + R), W = sum |A| over
+    the groups `all_wrong` marks, R over the groups `mixed` marks (real reward spread, no virtual samples);
+    0 when both are 0.  adv (B, G), all_wrong (B,) bool, mixed (B,) bool -> float
+
+    Augmented all-correct groups are left out of R on purpose: their positive advantages act on tokens the model
+    already gives probability near 1 and hardly move it (docs/algorithms.md, "When it hurts").
+    """
     mass = adv.abs().double().sum(dim=1)  # (B,)
-    total = mass.sum().item()
-    return mass[all_wrong].sum().item() / total if total > 0 else 0.0
+    w, r = mass[all_wrong].sum().item(), mass[mixed & ~all_wrong].sum().item()
+    return w / (w + r) if w + r > 0 else 0.0
 
 
-def bound_all_wrong_share(adv: torch.Tensor, all_wrong: torch.Tensor, max_share: float) -> tuple[torch.Tensor, float]:
-    """Caps the share of a step's advantage mass that augmented all-wrong groups carry (grposcope's guard).
+def bound_all_wrong_share(adv: torch.Tensor, all_wrong: torch.Tensor, mixed: torch.Tensor, max_share: float
+                          ) -> tuple[torch.Tensor, float]:
+    """Caps the all-wrong groups' share of the advantage mass against the step's mixed groups (grposcope's guard).
 
-    adv (B, G); all_wrong (B,) bool marks the augmented groups whose common reward is below success_threshold.
-    With share = all_wrong_share(adv, all_wrong) above max_share, their advantages are scaled by
-    f = max_share / (1 - max_share) * R / W, which brings the share to max_share: all-wrong augmentation may
-    accompany the step's other signal but never drive a step alone (with R = 0, f = 0 and those groups give no
-    gradient, as under GRPO). -> (adv (B, G), f), f = 1 when nothing was scaled.
+    adv (B, G); all_wrong (B,) bool marks the augmented groups whose common reward is below success_threshold;
+    mixed (B,) bool the groups with a real reward spread. With share = all_wrong_share(...) above max_share,
+    the all-wrong advantages are scaled by f = max_share / (1 - max_share) * R / W, which brings the share to
+    max_share: all-wrong augmentation may sharpen the push away from failures that real mixed groups already
+    give, but never drive a step alone or beside only all-correct groups (R = 0: f = 0, no gradient from them,
+    as under GRPO). -> (adv (B, G), f), f = 1 when nothing was scaled.
     """
     if not 0.0 <= max_share < 1.0:
         raise ValueError(f"max_share must be in [0, 1) (None switches the guard off), got {max_share}")
-    share = all_wrong_share(adv, all_wrong)
+    share = all_wrong_share(adv, all_wrong, mixed)
     if share <= max_share:
         return adv, 1.0
     f = max_share / (1.0 - max_share) * (1.0 - share) / share  # R / W = (1 - share) / share
