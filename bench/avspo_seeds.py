@@ -7,6 +7,7 @@ is deleted afterwards (its metrics, completions and summary stay).
 
     .venv/bin/python bench/avspo_seeds.py run --root /work/runs/avspo --seeds 0 1 2 3 4 --lr 2e-5 --steps 30
     .venv/bin/python bench/avspo_seeds.py report --root /work/runs/avspo --out bench/results/avspo_seeds.json
+    .venv/bin/python bench/avspo_seeds.py push    # the all-wrong advantage per strategy, K and r_anchor
 
 The report: per run and per method (mean and standard error over seeds), greedy held-out accuracy before and
 after on the run's own 48-prompt split, the mean all-wrong ACR and the mean entropy over the first and the last
@@ -126,7 +127,29 @@ def _clean_format(folder: Path) -> dict[str, float]:
         texts = [r["completion"][0]["content"] for r in rows if keep(r["step"])]
         return sum(bool(CLEAN.fullmatch(t)) for t in texts) / len(texts) if texts else float("nan")
 
-    return {"clean_first10": share(lambda s: s <= 10), "clean_last10": share(lambda s: s > last - 10)}
+    return {"clean_first10": share(lambda s: s <= 10), "clean_last10": share(lambda s: s > last - 10),
+            "all_wrong_with_answer": _answer_in_all_wrong(rows)}
+
+
+QUESTION = re.compile(r"What is (-?\d+) ([-+*]) (-?\d+)\?")
+
+
+def _answer_in_all_wrong(rows: list[dict]) -> float:
+    """Is the reward too strict? The share of completions in all-wrong groups that contain the right result
+    anywhere (a reward that missed it would leave it there)."""
+    groups: dict[tuple, list[str]] = {}
+    for r in rows:
+        groups.setdefault((r["step"], r["prompt"][-1]["content"]), []).append((r["reward"], r["completion"][0]["content"]))
+    seen = hits = 0
+    for (_, question), replies in groups.items():
+        match = QUESTION.fullmatch(question)
+        if match is None or any(reward > 0 for reward, _ in replies):
+            continue
+        a, op, b = int(match[1]), match[2], int(match[3])
+        answer = str({"+": a + b, "-": a - b, "*": a * b}[op])
+        seen += len(replies)
+        hits += sum(answer in re.findall(r"-?\d+", text) for _, text in replies)
+    return hits / seen if seen else float("nan")
 
 
 def report(args: argparse.Namespace) -> None:
@@ -189,6 +212,26 @@ def markdown(runs: dict[str, dict[str, float]], lr: str) -> str:
     return "\n".join(rows)
 
 
+def push(args: argparse.Namespace) -> None:
+    """The advantage AVSPO gives every completion of an all-wrong group of G = 8, per strategy, K and r_anchor:
+    the group is normalised by the virtual values' own std, so the anchor's size cancels out."""
+    import torch
+
+    from grposcope.core.virtual_samples import STRATEGIES, advantages_with_virtual, virtual_rewards
+
+    rewards = torch.zeros(1, 8)
+    print("| strategy | " + " | ".join(f"K = {k}, r_anchor = {a}" for k in (1, 4, 8) for a in (0.1, 0.5)) + " |")
+    print("|---|" + "---|" * 6)
+    for strategy in STRATEGIES:
+        cells = []
+        for k in (1, 4, 8):
+            for anchor in (0.1, 0.5):
+                virtual = virtual_rewards(torch.zeros(1), torch.tensor([False]), k, strategy, r_anchor=anchor,
+                                          generator=torch.Generator().manual_seed(0))
+                cells.append(f"{advantages_with_virtual(rewards, virtual)[0, 0].item():+.3f}")
+        print(f"| {strategy} | " + " | ".join(cells) + " |")
+
+
 def _se(values: list[float]) -> float:
     values = [v for v in values if v is not None and not math.isnan(v)]
     return statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else float("nan")
@@ -207,8 +250,9 @@ def main() -> None:
     p = sub.add_parser("report")
     p.add_argument("--root", required=True)
     p.add_argument("--out")
+    sub.add_parser("push")
     args = parser.parse_args()
-    run(args) if args.command == "run" else report(args)
+    {"run": run, "report": report, "push": push}[args.command](args)
 
 
 if __name__ == "__main__":
