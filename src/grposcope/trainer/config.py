@@ -216,9 +216,10 @@ class GRPOConfig:
     acr_threshold_max: float = 0.9
     """AVSPO: the adaptive threshold never goes above this."""
     all_wrong_max_share: float | None = None
-    """AVSPO guard (grposcope's; docs/algorithms.md, "When it hurts"): the largest share of a step's advantage
-    mass that augmented all-wrong groups may carry. Above it their advantages are scaled down, so a step of
-    all-wrong groups alone makes no update, as under GRPO. None: the paper's AVSPO, unbounded."""
+    """AVSPO guard (grposcope's; docs/algorithms.md, "When it hurts"): the largest share W / (W + R) of
+    advantage mass that augmented all-wrong groups (W) may carry against the step's mixed groups (R). Above it
+    their advantages are scaled down, so beside no mixed group they make no update, as under GRPO. None: the
+    paper's AVSPO, unbounded."""
     sampler: str = "fixed"
     """Who gets how many completions (docs/algorithms.md, "Samplers"): "fixed" (G per prompt), "dynamic" (DAPO's
     dynamic sampling, arXiv 2503.14476), "reinforce_ada" (Reinforce-Ada, arXiv 2510.04996; pair it with
