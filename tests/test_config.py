@@ -6,6 +6,7 @@ import pytest
 
 from grposcope.cli import coerce_all, parse_overrides
 from grposcope.trainer.config import GRPOConfig
+from grposcope.trainer.options import build
 from grposcope.trainer.geometry import geometry_for, total_steps
 
 
@@ -14,7 +15,9 @@ def test_seed_example_config_is_accepted_and_means_avspo():
                         learning_rate=1e-6, max_completion_length=1024,
                         use_avspo=True, acr_threshold_init=0.5, virtual_sample_alpha=0.5)
     assert config.advantage_estimator == "avspo"
-    assert config.aggregation == "token_mean" and config.epsilon_high == config.epsilon == 0.2
+    assert config.aggregation == "token_mean" and (config.epsilon, config.epsilon_high) == (0.2, None)  # as TRL
+    loss = build(config, "policy_loss")
+    assert (loss.eps_low, loss.eps_high) == (0.2, 0.2)  # epsilon_high None: epsilon
 
 
 @pytest.mark.parametrize(
@@ -42,8 +45,8 @@ def test_unknown_option_suggests_the_close_name():
 
 
 def test_scale_rewards_accepts_trl_booleans():
-    assert GRPOConfig(scale_rewards=True).scale_rewards == "group"
-    assert GRPOConfig(scale_rewards=False).scale_rewards == "none"
+    assert build(GRPOConfig(scale_rewards=True), "advantage_estimator").scale == "group"
+    assert build(GRPOConfig(scale_rewards=False), "advantage_estimator").scale == "none"
 
 
 def test_geometry_of_the_seed_example_accumulates_one_whole_group():

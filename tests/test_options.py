@@ -3,6 +3,7 @@ never reads is named at its start with what would read it."""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 
 import pytest
@@ -10,20 +11,54 @@ import torch
 import yaml
 
 from grposcope.cli import coerce_all, parse_overrides
-from grposcope.core.advantages import ESTIMATORS
-from grposcope.sampling import SAMPLERS
+from grposcope.core.registry import Option, Registry
 from grposcope.trainer.config import GRPOConfig
-from grposcope.trainer.options import ESTIMATOR_OPTIONS, SAMPLER_OPTIONS, unused_options
+from grposcope.trainer.options import FAMILIES, declared, unused_options, with_component_options
 from grposcope.trainer.setup import make_estimator, make_sampler
 
 
-@pytest.mark.parametrize("registry, table", [(ESTIMATORS, ESTIMATOR_OPTIONS), (SAMPLERS, SAMPLER_OPTIONS)])
-def test_every_parameter_of_every_registered_component_has_a_config_option(registry, table):
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_every_parameter_of_every_registered_component_has_a_config_option(family):
+    registry = FAMILIES[family]
+    fields = set(GRPOConfig.field_names())
     for name in registry.names():
         params = set(inspect.signature(registry.get(name)).parameters)
-        missing = params - set(table.values())
-        assert not missing, f"{registry.kind} {name!r} takes {sorted(missing)}, which no GRPOConfig option sets"
-        assert set(table) <= set(GRPOConfig.field_names())
+        set_by = {o.param for o in registry.options(name)} | set(registry.reads(name).values())
+        assert params == set_by, f"{registry.kind} {name!r} takes {sorted(params - set_by)}, which no option sets"
+        assert {o.field for o in registry.options(name)} | set(registry.reads(name)) <= fields
+
+
+def test_an_option_takes_its_default_and_type_from_the_signature_and_must_agree_where_shared():
+    fields = {f.name: f for f in dataclasses.fields(GRPOConfig)}
+    assert fields["virtual_sample_alpha"].default == 0.5 and fields["sample_budget"].default is None
+    assert declared()["advantage_eps"].entries == ("avspo", "grpo", "pool")
+    toy = Registry("toy")
+
+    @toy.register("a", options=[Option("width", "how wide")])
+    def a(width: int = 3): ...
+
+    with pytest.raises(TypeError, match="declares an option for keyword 'depth', which it does not take"):
+        toy.register("b", options=[Option("depth", "how deep")])(lambda width=1: None)
+
+    @dataclasses.dataclass
+    class Base:
+        seed: int = 0
+
+    original = dict(FAMILIES)
+    try:
+        FAMILIES["toy"] = toy
+        made = with_component_options(Base)
+        assert made(width=5).width == 5 and made().width == 3 and made.__name__ == "Base"
+
+        @toy.register("c", options=[Option("width", "how wide")])
+        def c(width: int = 4): ...
+
+        with pytest.raises(TypeError, match="option 'width' is declared by .* with another family, default or "
+                                            "meaning"):
+            with_component_options(Base)
+    finally:
+        FAMILIES.clear()
+        FAMILIES.update(original)
 
 
 AVSPO_CLI = ("--use_avspo true --virtual_reward_range -1,2 --virtual_reward_anchor 0.3 --virtual_reward_partial "
@@ -95,7 +130,7 @@ def test_new_options_are_checked_before_any_model_loads():
         GRPOConfig(overlong_buffer_len=300, max_completion_length=256)
     with pytest.raises(ValueError, match="need 0 <= tau_min <= tau_init <= tau_max"):
         GRPOConfig(use_avspo=True, acr_threshold_min=0.6)
-    with pytest.raises(ValueError, match="reward_range must be"):
+    with pytest.raises(ValueError, match="reward_range \\(virtual_reward_range\\) must be"):
         GRPOConfig(use_avspo=True, virtual_reward_range=(1.0, 0.0))
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
+import typer.core
 
 from . import __version__
 
@@ -31,7 +32,22 @@ def main(ctx: typer.Context, version: bool = typer.Option(False, "--version", he
         typer.echo(ctx.get_help())
 
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+class _TrainCommand(typer.core.TyperCommand):
+    """`train`, whose --help ends with every component's options; built only when help is shown, because it
+    imports the registries (and torch)."""
+
+    @property
+    def epilog(self) -> str:
+        from .trainer.options import options_help
+
+        return options_help()
+
+    @epilog.setter
+    def epilog(self, value: Any) -> None:
+        pass
+
+
+@app.command(cls=_TrainCommand, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def train(
     ctx: typer.Context,
     config: Optional[Path] = typer.Option(None, "--config", help="A YAML file of GRPOConfig options."),
@@ -385,7 +401,7 @@ def _route_options(text: str | None, names: list[str], registry: Any, flag: str)
             value = raw.strip()
         if dot and scope not in routed:
             raise ValueError(f"{flag}: {scope!r} is not one of the runs' names ({', '.join(names)})")
-        targets = [scope] if dot else [n for n in names if registry.accepted(n, {key: value})]
+        targets = [scope] if dot else [n for n in names if registry.takes(n, key)]
         if not targets:
             raise ValueError(f"{flag}: none of {', '.join(names)} takes an option {key!r}")
         for name in targets:

@@ -22,7 +22,7 @@ import torch
 
 from ._tensors import check_rewards, group_mean, group_std
 from .diagnostics import collapse_metrics, collapsed_groups
-from .registry import Registry
+from .registry import Option, Registry
 from .virtual_samples import (
     STRATEGIES,
     advantages_with_virtual,
@@ -169,14 +169,28 @@ def pool_advantages(
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Registered estimators
+# Registered estimators, each with the config options it takes (core/registry.py)
+
+STD_OPTIONS = (
+    Option("advantage_std_unbiased", "The std that normalises advantages (grpo, avspo, pool with pool_std): "
+           "unbiased (ddof 1, as TRL) or the population std (False; the AVSPO paper's worked example).",
+           keyword="unbiased"),
+    Option("advantage_eps", "Added to that std before dividing (TRL's 1e-4), so that a group of near-equal "
+           "rewards stays finite.", keyword="eps"),
+)
 
 
-@register("grpo")
+@register("grpo", options=[
+    Option("scale_rewards", 'grpo\'s std: "group", "batch" or "none" (TRL; True = "group", False = "none").',
+           keyword="scale"),
+    *STD_OPTIONS,
+])
 class GRPO(AdvantageEstimator):
-    """Group-normalised advantages; `scale` in {"group", "batch", "none"}."""
+    """Group-normalised advantages; `scale` in {"group", "batch", "none"} (TRL's True / False: group / none)."""
 
-    def __init__(self, scale: str = "group", unbiased: bool = True, eps: float = DEFAULT_EPS) -> None:
+    def __init__(self, scale: str | bool = "group", unbiased: bool = True, eps: float = DEFAULT_EPS) -> None:
+        if isinstance(scale, bool):
+            scale = "group" if scale else "none"
         if scale not in SCALES:
             raise ValueError(f"unknown scale {scale!r}; known: {', '.join(SCALES)}")
         self.scale, self.unbiased, self.eps = scale, unbiased, eps
@@ -203,7 +217,11 @@ class RLOO(AdvantageEstimator):
         return AdvantageOutput(rloo_advantages(rewards))
 
 
-@register("pool")
+@register("pool", options=[
+    Option("pool_std", "pool (Reinforce-Ada's baseline): also divide by the std of the prompt's pool. The released "
+           "Reinforce-Ada script trains with the mean only."),
+    *STD_OPTIONS,
+])
 class PoolBaseline(AdvantageEstimator):
     """Reinforce-Ada's pool baseline; `pool_std=True` also divides by the pool's std."""
 
@@ -215,7 +233,37 @@ class PoolBaseline(AdvantageEstimator):
         return AdvantageOutput(pool_advantages(rewards, pool, self.pool_std, self.unbiased, self.eps))
 
 
-@register("avspo")
+AVSPO_OPTIONS = (
+    Option("acr_threshold_init", "AVSPO's initial adaptive threshold tau: groups are augmented while the collapse "
+           "signal exceeds it.", keyword="tau_init"),
+    Option("virtual_sample_alpha", "AVSPO's alpha in K = ceil(G * signal ** alpha): how fast the number of "
+           "virtual samples grows.", keyword="alpha"),
+    Option("virtual_sample_strategy", 'AVSPO\'s virtual reward values: "stratified" (the paper\'s Eq. 9), '
+           '"uniform", "fixed", "exp_decay", "opposite".', keyword="strategy"),
+    Option("virtual_reward_range", "AVSPO: the reward range [r_lo, r_hi] virtual rewards are drawn within (set it "
+           "to your reward's range).", keyword="reward_range"),
+    Option("virtual_reward_anchor", "AVSPO: r_anchor, how far above an all-wrong group's common reward its virtual "
+           "rewards reach (Eq. 9).", keyword="r_anchor"),
+    Option("virtual_reward_partial", 'AVSPO: the value of every virtual reward under virtual_sample_strategy='
+           '"fixed".', keyword="r_partial"),
+    Option("acr_threshold_adaptive", "AVSPO's adaptive threshold: tau moves towards the signal while the smoothed "
+           "batch reward rises and away from it while it falls. False keeps tau at acr_threshold_init.",
+           keyword="adaptive_threshold"),
+    Option("acr_threshold_eta", "AVSPO: step size of the adaptive threshold.", keyword="eta"),
+    Option("acr_threshold_reward_ema", "AVSPO: smoothing of the batch mean reward J_t whose rise or fall moves the "
+           "threshold.", keyword="reward_ema"),
+    Option("acr_threshold_min", "AVSPO: the adaptive threshold never goes below this.", keyword="tau_min"),
+    Option("acr_threshold_max", "AVSPO: the adaptive threshold never goes above this.", keyword="tau_max"),
+    Option("all_wrong_max_share", "AVSPO guard (grposcope's; docs/algorithms.md, \"When it hurts\"): the largest "
+           "share W / (W + R) of advantage mass that augmented all-wrong groups (W) may carry against the step's "
+           "mixed groups (R). Above it their advantages are scaled down, so beside no mixed group they make no "
+           "update, as under GRPO. None: the paper's AVSPO, unbounded."),
+    *STD_OPTIONS,
+)
+
+
+@register("avspo", options=AVSPO_OPTIONS,
+          reads={"acr_ema_lambda": "ema_lambda", "success_threshold": "success_threshold", "seed": "seed"})
 class AVSPO(AdvantageEstimator):
     """Adaptive Virtual Sample Policy Optimization (arXiv 2605.21125). Stateful: call once per step.
 
@@ -255,8 +303,9 @@ class AVSPO(AdvantageEstimator):
             raise ValueError("ema_lambda and reward_ema must be in [0, 1)")
         if not 0.0 <= tau_min <= tau_init <= tau_max <= 1.0:
             raise ValueError(f"need 0 <= tau_min <= tau_init <= tau_max <= 1, got {tau_min}, {tau_init}, {tau_max}")
-        if reward_range[0] >= reward_range[1]:
-            raise ValueError(f"reward_range must be (low, high) with low < high, got {reward_range}")
+        if len(reward_range) != 2 or reward_range[0] >= reward_range[1]:
+            raise ValueError(f"reward_range (virtual_reward_range) must be [low, high] with low < high, got "
+                             f"{list(reward_range)}")
         if all_wrong_max_share is not None and not 0.0 <= all_wrong_max_share < 1.0:
             raise ValueError(f"all_wrong_max_share must be in [0, 1), or None (the paper: no bound), got "
                              f"{all_wrong_max_share}")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 
 from ._tensors import DEFAULT_CHUNK_ROWS, map_rows, masked_mean, weighted_sum
+from .registry import Option, Registry
 
 # Rows of (V,) logits per chunk: 64 x 49152 floats (12 MB) stay near the cache; with 256 rows the forward and
 # backward of 1024 rows took 0.7 s instead of 0.35 s here (bench/step.py's shapes, 2 cores).
@@ -158,6 +159,43 @@ def policy_loss(
         metrics["clip/high_frac"] = masked_mean(high.float(), mask).item()
         metrics["loss/policy"] = loss.item()
     return loss, metrics
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Policy losses: one registry, one call signature
+#
+#     loss_fn = POLICY_LOSSES.make("grpo", eps_low=0.2, eps_high=0.28)
+#     loss, metrics = loss_fn(logp, old_logp, advantages, mask, aggregation="token_mean", num_tokens=...,
+#                             num_sequences=..., max_completion_length=...)
+#
+# An entry is built once per run from its options and called on every micro-batch; the aggregation and the
+# batch counts are the run's, so that the KL and entropy terms, aggregated the same way, add to any entry.
+
+POLICY_LOSSES: Registry = Registry("policy loss")
+
+
+@POLICY_LOSSES.register("grpo", options=[
+    Option("epsilon", "grpo loss: lower clip range of the ratio (PPO).", keyword="eps_low"),
+    Option("epsilon_high", "grpo loss: upper clip range (clip-higher; DAPO, arXiv 2503.14476, uses 0.28). "
+           "Default: epsilon.", keyword="eps_high"),
+    Option("dual_clip", "grpo loss: cap the loss of negative-advantage tokens at dual_clip * |A| (dual-clip PPO, "
+           "arXiv 1912.09729; 3 is usual)."),
+])
+class ClippedSurrogate:
+    """`policy_loss` with its clip ranges fixed: PPO's clipped surrogate with clip-higher and dual-clip."""
+
+    def __init__(self, eps_low: float = 0.2, eps_high: float | None = None, dual_clip: float | None = None) -> None:
+        eps_high = eps_low if eps_high is None else eps_high
+        if eps_low <= 0 or eps_high <= 0:
+            raise ValueError(f"epsilon and epsilon_high must be > 0, got {eps_low} and {eps_high}")
+        if dual_clip is not None and dual_clip <= 1.0:
+            raise ValueError(f"dual_clip must be > 1 (3 is usual) or None, got {dual_clip}")
+        self.eps_low, self.eps_high, self.dual_clip = eps_low, eps_high, dual_clip
+
+    def __call__(self, logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
+                 **aggregation) -> tuple[torch.Tensor, dict[str, float]]:
+        return policy_loss(logp, old_logp, advantages, mask, self.eps_low, self.eps_high, dual_clip=self.dual_clip,
+                           **aggregation)
 
 
 def kl_penalty(

@@ -42,7 +42,7 @@ from grposcope.rewards.calling import RESERVED, Batch, CallLog, CallTimeout, cal
 
 logger = logging.getLogger("grposcope")
 
-_ERROR_MODES = ("raise", "zero")
+ERROR_MODES = ("raise", "zero")  # reward_errors
 _ZERO_HINT = "or set reward_errors='zero' to score such samples 0 and count them in reward/errors"
 
 
@@ -199,7 +199,7 @@ class RewardScorer:
         reward_timeout: float | None = 60.0,
         reward_errors: str = "raise",
     ) -> None:
-        if reward_errors not in _ERROR_MODES:
+        if reward_errors not in ERROR_MODES:
             raise ValueError(f"reward_errors must be 'raise' or 'zero', got {reward_errors!r}")
         if reward_timeout is not None and not reward_timeout > 0:
             raise ValueError(f"reward_timeout must be > 0 seconds or None (no bound), got {reward_timeout!r}")

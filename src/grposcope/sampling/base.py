@@ -53,6 +53,10 @@ class Selection:
             self.as_drawn = self.rewards
 
 
+# the run-wide config fields every sampler takes (core/registry.py, `reads`)
+READS = ("success_threshold", "seed")
+
+
 class Sampler:
     """Base class: `sample(prompts, draw, more, g)`, and state for checkpoints."""
 

@@ -26,7 +26,8 @@ from typing import Any
 import torch
 
 from . import SAMPLERS
-from .base import Draw, MorePrompts, Sampler, Selection, accounting, informative, pick, prompt_key, sample_numbers
+from ..core.registry import Option
+from .base import READS, Draw, MorePrompts, Sampler, Selection, accounting, informative, pick, prompt_key, sample_numbers
 
 
 def p_mixed(a: torch.Tensor, b: torch.Tensor, g: int) -> torch.Tensor:
@@ -40,7 +41,20 @@ def p_mixed(a: torch.Tensor, b: torch.Tensor, g: int) -> torch.Tensor:
     return (1.0 - all_ones - all_zeros).clamp(min=0.0)
 
 
-@SAMPLERS.register("budgeted")
+@SAMPLERS.register("budgeted", reads=READS, options=[
+    Option("sample_budget", 'budgeted: completions generated per step (default: prompts per generation x '
+           'num_generations, what "fixed" spends).', keyword="budget"),
+    Option("budget_candidates", "budgeted: prompts considered per step, as a multiple of the batch (the batch and "
+           "the next ones).", keyword="candidates"),
+    Option("budget_first_round", "budgeted: the share of the budget its first round spends; later rounds re-rank "
+           "the untried prompts with what the first one taught.", keyword="first_round"),
+    Option("budget_decay", "budgeted: per-step discount of a prompt's success/failure counts: old evidence fades "
+           "as the policy moves, so a skipped prompt is tried again.", keyword="decay"),
+    Option("budget_prior_strength", "budgeted: the weight, in samples, of the prior (the run's recent success "
+           "rate) in each prompt's belief.", keyword="prior_strength"),
+    Option("budget_min_p_mixed", "budgeted: never draw a prompt whose chance of a mixed group is below this "
+           "(almost surely solved or hopeless for now).", keyword="min_p_mixed"),
+])
 class Budgeted(Sampler):
     def __init__(self, budget: int | None = None, candidates: float = 4.0, first_round: float = 0.75,
                  decay: float = 0.95, prior_strength: float = 2.0, min_p_mixed: float = 0.05,

@@ -16,12 +16,18 @@ from typing import Any
 import torch
 
 from . import SAMPLERS
-from .base import Draw, MorePrompts, Sampler, Selection, accounting, informative, pick, sample_numbers
+from ..core.registry import Option
+from .base import READS, Draw, MorePrompts, Sampler, Selection, accounting, informative, pick, sample_numbers
 
 SHORTFALL = ("train", "error")
 
 
-@SAMPLERS.register("dynamic")
+@SAMPLERS.register("dynamic", reads=READS, options=[
+    Option("max_gen_batches", "dynamic: batches generated per step at most while collecting informative groups "
+           "(verl's max_num_gen_batches)."),
+    Option("on_shortfall", 'dynamic: when fewer informative groups than the batch were found, "train" on those '
+           'kept (logged in `sampler/shortfall`) or stop with an "error" (verl\'s behaviour).'),
+])
 class Dynamic(Sampler):
     def __init__(self, max_gen_batches: int = 3, on_shortfall: str = "train", success_threshold: float = 0.5,
                  seed: int = 0) -> None:

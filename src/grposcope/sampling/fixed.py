@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from . import SAMPLERS
-from .base import Draw, MorePrompts, Sampler, Selection, accounting, sample_numbers
+from .base import READS, Draw, MorePrompts, Sampler, Selection, accounting, sample_numbers
 
 
-@SAMPLERS.register("fixed")
+@SAMPLERS.register("fixed", reads=READS)
 class Fixed(Sampler):
     def sample(self, prompts: list[Any], draw: Draw, more: MorePrompts, g: int) -> Selection:
         drawn = draw(prompts, g)  # (B, G)

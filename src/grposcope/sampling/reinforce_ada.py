@@ -23,12 +23,21 @@ import torch
 
 from ..core.advantages import pool_stats
 from . import SAMPLERS
-from .base import Draw, MorePrompts, Sampler, Selection, accounting, pick, sample_numbers
+from ..core.registry import Option
+from .base import READS, Draw, MorePrompts, Sampler, Selection, accounting, pick, sample_numbers
 
 EXIT_RULES = ("pos", "balance")
 
 
-@SAMPLERS.register("reinforce_ada")
+@SAMPLERS.register("reinforce_ada", reads=READS, options=[
+    Option("exit_rule", 'reinforce_ada: a prompt stops being sampled once it has at least one correct sample '
+           '("pos") or G/2 correct and G/2 wrong ones ("balance").'),
+    Option("round_size", "reinforce_ada: samples per prompt per round."),
+    Option("max_rounds", "reinforce_ada: rounds at most; a prompt still unresolved after them is kept (see "
+           "drop_unresolved)."),
+    Option("drop_unresolved", "reinforce_ada: drop prompts the exit rule never accepted instead of training on "
+           "them."),
+])
 class ReinforceAda(Sampler):
     def __init__(self, exit_rule: str = "balance", round_size: int = 8, max_rounds: int = 4,
                  drop_unresolved: bool = False, success_threshold: float = 0.5, seed: int = 0) -> None:

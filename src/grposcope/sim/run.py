@@ -105,15 +105,17 @@ def _step(config: SimConfig, pop: Population, p: torch.Tensor, sampler: Sampler,
 
 def build_sampler(config: SimConfig) -> Sampler:
     """The registry's sampler, seeded from the run's seed unless its options set one."""
-    options = {**SAMPLERS.accepted(config.sampler, {"seed": config.seed}), **config.sampler_options}
-    return SAMPLERS.make(config.sampler, **options)
+    return _seeded(SAMPLERS, config.sampler, config.seed, config.sampler_options)
 
 
 def build_estimator(config: SimConfig) -> advantages.AdvantageEstimator:
     """The registry's estimator (stateful ones, such as avspo, live for the whole run)."""
-    options = {**advantages.ESTIMATORS.accepted(config.estimator, {"seed": config.seed}),
-               **config.estimator_options}
-    return advantages.make(config.estimator, **options)
+    return _seeded(advantages.ESTIMATORS, config.estimator, config.seed, config.estimator_options)
+
+
+def _seeded(registry, name: str, seed: int, options: dict) -> Any:
+    seeded = {"seed": seed} if registry.takes(name, "seed") else {}
+    return registry.make(name, **seeded, **options)
 
 
 def summarize(history: dict[str, list[float]], initial_accuracy: float, g: int) -> dict[str, float]:

@@ -1,14 +1,20 @@
 """GRPOConfig: every option of a grposcope training run, documented once, with its paper.
 
 Names and defaults follow TRL's GRPOConfig where TRL has the option (so a TRL script ports by changing its
-import); grposcope's own options follow. Validation happens in __post_init__, with messages that say what to do.
+import); grposcope's own options follow. The run-wide options are declared here; each advantage estimator,
+sampler and policy loss declares its own where it is registered, and `with_component_options` adds them as
+fields (trainer/options.py). Validation happens in __post_init__, with messages that say what to do.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
+
+from ..core.losses import KL_ESTIMATORS
+from ..rewards.scorer import ERROR_MODES
+from .options import FAMILIES, checked_entries, with_component_options
 
 # TRL's loss_type names -> the aggregation of grposcope.core.losses (see docs/algorithms.md).
 LOSS_TYPES = {
@@ -17,8 +23,6 @@ LOSS_TYPES = {
     "dapo": "token_mean",  # DAPO (arXiv 2503.14476): token-level mean over the whole optimizer batch
     "dr_grpo": "seq_mean_token_sum_norm",  # Dr. GRPO (arXiv 2503.20783): sum / max_completion_length
 }
-SCALE_REWARDS = ("group", "batch", "none")
-REWARD_ERRORS = ("raise", "zero")
 LR_SCHEDULERS = ("linear", "constant", "cosine")
 
 
@@ -154,16 +158,14 @@ class GRPOConfig:
     """Fraction of the steps with a linear warm-up."""
 
     # --- loss ---------------------------------------------------------------------------------------------
+    policy_loss: str = "grpo"
+    """The policy loss (docs/algorithms.md, "Policy losses"): "grpo" (PPO's clipped surrogate with clip-higher
+    and dual-clip), or another registered one; its options are listed under "policy losses" below. KL and
+    entropy terms add to any of them."""
     loss_type: str = "dapo"
     """Aggregation of the per-token loss: "dapo"/"bnpo" (token mean over the batch, DAPO arXiv 2503.14476),
     "grpo" (mean per sequence, DeepSeekMath arXiv 2402.03300), "dr_grpo" (sum / max_completion_length,
     Dr. GRPO arXiv 2503.20783)."""
-    epsilon: float = 0.2
-    """Lower clip range of the ratio (PPO)."""
-    epsilon_high: float | None = None
-    """Upper clip range (clip-higher; DAPO uses 0.28). Default: epsilon."""
-    dual_clip: float | None = None
-    """Cap the loss of negative-advantage tokens at dual_clip * |A| (dual-clip PPO, arXiv 1912.09729; 3 is usual)."""
     beta: float = 0.0
     """KL coefficient, as a separate loss term (decoupled KL, DAPO). 0: no reference model is loaded."""
     kl_estimator: str = "k3"
@@ -178,87 +180,17 @@ class GRPOConfig:
     # --- advantages and collapse (grposcope) ---------------------------------------------------------------
     advantage_estimator: str = "grpo"
     """"grpo", "dr_grpo", "rloo", "avspo" or "pool" (docs/algorithms.md)."""
-    scale_rewards: str | bool = "group"
-    """grpo's std: "group", "batch" or "none" (TRL; True = "group", False = "none")."""
-    advantage_std_unbiased: bool = True
-    """The std that normalises advantages (grpo, avspo, pool with pool_std): unbiased (ddof 1, as TRL) or the
-    population std (False; the AVSPO paper's worked example)."""
-    advantage_eps: float = 1e-4
-    """Added to that std before dividing (TRL's 1e-4), so that a group of near-equal rewards stays finite."""
     use_avspo: bool = False
     """AVSPO virtual samples for collapsed groups ("Advantage Collapse in Group Relative Policy Optimization:
     Diagnosis and Mitigation", arXiv 2605.21125). Same as advantage_estimator="avspo"."""
-    acr_threshold_init: float = 0.5
-    """AVSPO's initial adaptive threshold tau: groups are augmented while the collapse signal exceeds it."""
-    virtual_sample_alpha: float = 0.5
-    """AVSPO's alpha in K = ceil(G * signal ** alpha): how fast the number of virtual samples grows."""
-    virtual_sample_strategy: str = "stratified"
-    """AVSPO's virtual reward values: "stratified" (the paper's Eq. 9), "uniform", "fixed", "exp_decay",
-    "opposite"."""
-    virtual_reward_range: tuple[float, float] = (0.0, 1.0)
-    """AVSPO: the reward range [r_lo, r_hi] virtual rewards are drawn within (set it to your reward's range)."""
-    virtual_reward_anchor: float = 0.1
-    """AVSPO: r_anchor, how far above an all-wrong group's common reward its virtual rewards reach (Eq. 9)."""
-    virtual_reward_partial: float = 0.5
-    """AVSPO: the value of every virtual reward under virtual_sample_strategy="fixed"."""
     acr_ema_lambda: float = 0.9
     """Smoothing of `collapse/acr_ema`, which is also AVSPO's collapse signal: ema = lam * ema + (1 - lam) * ACR.
     0 uses each step's ACR, as the AVSPO paper does (it trains one prompt a step, so its ACR is 0 or 1)."""
-    acr_threshold_adaptive: bool = True
-    """AVSPO's adaptive threshold: tau moves towards the signal while the smoothed batch reward rises and away
-    from it while it falls. False keeps tau at acr_threshold_init."""
-    acr_threshold_eta: float = 0.01
-    """AVSPO: step size of the adaptive threshold."""
-    acr_threshold_reward_ema: float = 0.9
-    """AVSPO: smoothing of the batch mean reward J_t whose rise or fall moves the threshold."""
-    acr_threshold_min: float = 0.1
-    """AVSPO: the adaptive threshold never goes below this."""
-    acr_threshold_max: float = 0.9
-    """AVSPO: the adaptive threshold never goes above this."""
-    all_wrong_max_share: float | None = None
-    """AVSPO guard (grposcope's; docs/algorithms.md, "When it hurts"): the largest share W / (W + R) of
-    advantage mass that augmented all-wrong groups (W) may carry against the step's mixed groups (R). Above it
-    their advantages are scaled down, so beside no mixed group they make no update, as under GRPO. None: the
-    paper's AVSPO, unbounded."""
     sampler: str = "fixed"
     """Who gets how many completions (docs/algorithms.md, "Samplers"): "fixed" (G per prompt), "dynamic" (DAPO's
     dynamic sampling, arXiv 2503.14476), "reinforce_ada" (Reinforce-Ada, arXiv 2510.04996; pair it with
     advantage_estimator="pool") or "budgeted" (grposcope's: a fixed sample budget spent where a mixed group is
     most likely)."""
-    max_gen_batches: int = 3
-    """dynamic: batches generated per step at most while collecting informative groups (verl's
-    max_num_gen_batches)."""
-    on_shortfall: str = "train"
-    """dynamic: when fewer informative groups than the batch were found, "train" on those kept (logged in
-    `sampler/shortfall`) or stop with an "error" (verl's behaviour)."""
-    exit_rule: str = "balance"
-    """reinforce_ada: a prompt stops being sampled once it has at least one correct sample ("pos") or G/2
-    correct and G/2 wrong ones ("balance")."""
-    round_size: int = 8
-    """reinforce_ada: samples per prompt per round."""
-    max_rounds: int = 4
-    """reinforce_ada: rounds at most; a prompt still unresolved after them is kept (see drop_unresolved)."""
-    drop_unresolved: bool = False
-    """reinforce_ada: drop prompts the exit rule never accepted instead of training on them."""
-    sample_budget: int | None = None
-    """budgeted: completions generated per step (default: prompts per generation x num_generations, what
-    "fixed" spends)."""
-    budget_candidates: float = 4.0
-    """budgeted: prompts considered per step, as a multiple of the batch (the batch and the next ones)."""
-    budget_first_round: float = 0.75
-    """budgeted: the share of the budget its first round spends; later rounds re-rank the untried prompts with
-    what the first one taught."""
-    budget_prior_strength: float = 2.0
-    """budgeted: the weight, in samples, of the prior (the run's recent success rate) in each prompt's belief."""
-    budget_decay: float = 0.95
-    """budgeted: per-step discount of a prompt's success/failure counts: old evidence fades as the policy moves,
-    so a skipped prompt is tried again."""
-    budget_min_p_mixed: float = 0.05
-    """budgeted: never draw a prompt whose chance of a mixed group is below this (almost surely solved or
-    hopeless for now)."""
-    pool_std: bool = False
-    """pool (Reinforce-Ada's baseline): also divide by the std of the prompt's pool. The released Reinforce-Ada
-    script trains with the mean only."""
     success_threshold: float = 0.5
     """A completion with reward >= this counts as correct (all-correct vs all-wrong collapse, AVSPO)."""
     kl_bound: float = 0.5
@@ -275,8 +207,7 @@ class GRPOConfig:
 
     def __post_init__(self) -> None:
         _check_positive(self, "num_generations", "per_device_train_batch_size", "gradient_accumulation_steps",
-                        "num_iterations", "logging_steps", "save_steps", "max_gen_batches", "round_size",
-                        "max_rounds")
+                        "num_iterations", "logging_steps", "save_steps")
         if self.num_generations < 2:
             raise ValueError(
                 f"num_generations must be >= 2 (got {self.num_generations}): GRPO compares completions of the "
@@ -307,19 +238,14 @@ class GRPOConfig:
             raise ValueError("temperature must be > 0 (sampling); greedy decoding cannot explore")
         if not 0 < self.top_p <= 1 or self.top_k < 0:
             raise ValueError("top_p must be in (0, 1] and top_k >= 0")
-        if self.learning_rate <= 0 or self.epsilon <= 0 or self.beta < 0 or self.entropy_coef < 0:
-            raise ValueError("learning_rate and epsilon must be > 0; beta and entropy_coef >= 0")
-        if self.epsilon_high is None:
-            self.epsilon_high = self.epsilon
+        if self.learning_rate <= 0 or self.beta < 0 or self.entropy_coef < 0:
+            raise ValueError("learning_rate must be > 0; beta and entropy_coef >= 0")
         if self.max_steps == 0 or self.max_steps < -1 or (self.max_steps == -1 and self.num_train_epochs <= 0):
             raise ValueError("set max_steps > 0, or max_steps=-1 with num_train_epochs > 0")
         _check_choice("loss_type", self.loss_type, LOSS_TYPES)
-        if isinstance(self.scale_rewards, bool):
-            self.scale_rewards = "group" if self.scale_rewards else "none"
-        _check_choice("scale_rewards", self.scale_rewards, SCALE_REWARDS)
-        _check_choice("reward_errors", self.reward_errors, REWARD_ERRORS)
+        _check_choice("reward_errors", self.reward_errors, ERROR_MODES)
         _check_choice("lr_scheduler_type", self.lr_scheduler_type, LR_SCHEDULERS)
-        _check_choice("kl_estimator", self.kl_estimator, ("k1", "k2", "k3"))
+        _check_choice("kl_estimator", self.kl_estimator, KL_ESTIMATORS)
         if self.use_avspo and self.advantage_estimator not in ("grpo", "avspo"):
             raise ValueError(
                 f"use_avspo=True conflicts with advantage_estimator={self.advantage_estimator!r}: "
@@ -338,42 +264,23 @@ class GRPOConfig:
         from ..logging.backends import resolve_report_to
 
         resolve_report_to(self.report_to)  # an unknown backend fails here, before any model is loaded
-        if self.dual_clip is not None and self.dual_clip <= 1:
-            raise ValueError("dual_clip must be > 1 (3 is usual) or None")
         self._check_new_options()
 
     def _check_new_options(self) -> None:
-        """KL-in-reward, the overlong penalty and the AVSPO reward range; then the chosen estimator and sampler
-        are built once with their options, so that a bad value fails here, before the model loads."""
+        """KL-in-reward and the overlong penalty; then the chosen estimator, sampler and policy loss are built
+        once with their options, so that a bad value fails here, before the model loads."""
         if self.kl_in_reward and self.beta <= 0:
             raise ValueError("kl_in_reward=True needs beta > 0 (the KL's weight in the reward); set beta, e.g. "
                              "0.04, or drop kl_in_reward")
         if not 0 <= self.overlong_buffer_len <= self.max_completion_length:
             raise ValueError(f"overlong_buffer_len must be in [0, max_completion_length={self.max_completion_length}]"
                              f" (0: off), got {self.overlong_buffer_len}")
-        self.virtual_reward_range = tuple(float(v) for v in self.virtual_reward_range)
-        if len(self.virtual_reward_range) != 2:
-            raise ValueError(f"virtual_reward_range must be [low, high], got {list(self.virtual_reward_range)}")
-        from ..core.advantages import ESTIMATORS
-        from ..sampling import SAMPLERS
-        from .options import estimator_options, sampler_options
-
-        ESTIMATORS.make(self.advantage_estimator, **estimator_options(self))
-        SAMPLERS.make(self.sampler, **sampler_options(self))
+        for family, name in checked_entries(self):
+            FAMILIES[family].build(name, self)  # a bad option fails with its rule, even for an entry not chosen
 
     def _check_registered(self) -> None:
-        # Imported here: the registries live in lower layers, and the config must stay cheap to import.
-        from ..core import advantages
-        from ..core.virtual_samples import STRATEGIES
-
-        if self.advantage_estimator not in advantages.ESTIMATORS:
-            advantages.ESTIMATORS.get(self.advantage_estimator)  # raises with the known names
-        _check_choice("virtual_sample_strategy", self.virtual_sample_strategy, STRATEGIES)
-        from ..sampling import SAMPLERS
-
-        SAMPLERS.get(self.sampler)  # raises with the known names
-        _check_choice("on_shortfall", self.on_shortfall, ("train", "error"))
-        _check_choice("exit_rule", self.exit_rule, ("pos", "balance"))
+        for family, registry in FAMILIES.items():
+            registry.get(getattr(self, family))  # raises with the known names
         # Names that would otherwise fail only after the model is loaded (20-40 s for the embedded one).
         from ..data.tasks import check_task_spec, is_file_spec
         from ..rewards.builtin import REWARDS
@@ -417,3 +324,6 @@ def _check_positive(config: GRPOConfig, *names: str) -> None:
 def _check_choice(name: str, value: Any, known) -> None:
     if value not in known:
         raise ValueError(f"unknown {name} {value!r}; known: {', '.join(known)}")
+
+
+GRPOConfig = with_component_options(GRPOConfig)

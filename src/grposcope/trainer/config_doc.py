@@ -1,6 +1,6 @@
-"""Renders GRPOConfig's fields as a Markdown table from config.py itself (name, default, docstring) and from
-options.py (which component reads it), so that each option is documented once: docs/usage.md embeds the
-output, and a test keeps it in sync.
+"""Renders GRPOConfig's fields as a Markdown table: the run-wide ones from config.py itself (name, default,
+docstring), the components' from their registrations, and from options.py which component reads each, so
+that each option is documented once: docs/usage.md embeds the output, and a test keeps it in sync.
 
     python -m grposcope.trainer.config_doc
 """
@@ -35,7 +35,21 @@ def config_table() -> str:
         default = ast.get_source_segment(source, node.value) if node.value is not None else "required"
         text = " ".join(doc.split()).replace("|", "\\|")
         rows.append(f"| `{node.target.id}` | `{default}` | {readers(node.target.id)} | {text} |")
-    return "\n".join(["| option | default | read by | meaning |", "|---|---|---|---|", *rows])
+    return "\n".join(["| option | default | read by | meaning |", "|---|---|---|---|", *rows, *component_rows()])
+
+
+def component_rows() -> list[str]:
+    """The options the components declare where they are registered, one section per family."""
+    from .options import FAMILIES, declared, readers, show
+
+    rows = []
+    options = declared()
+    for family in FAMILIES:
+        rows.append(f"| **{family.replace('_', ' ')} options (declared by each {family})** | | | |")
+        for option in (o for o in options.values() if o.family == family):
+            text = " ".join(option.doc.split()).replace("|", "\\|")
+            rows.append(f"| `{option.field}` | `{show(option.default)}` | {readers(option.field)} | {text} |")
+    return rows
 
 
 def embed(markdown: str) -> str:

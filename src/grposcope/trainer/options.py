@@ -1,69 +1,102 @@
-"""Which component reads each GRPOConfig option, in one table.
+"""Which component reads each GRPOConfig option.
 
-A config holds the options of every advantage estimator and sampler; the one the run chooses gets its own
-(`estimator_options`, `sampler_options`), and an option that was set but that the chosen component, or the
-run's setting, never reads is named at the start of the run with what would read it (`unused_options`), never
-dropped silently. docs/usage.md's options table takes its "read by" column from here (`readers`).
+Components declare their options where they are registered (core/registry.py). This module gathers them for
+the trainer: `FAMILIES` names the config field that chooses each family's entry; `with_component_options` adds
+one GRPOConfig field per declared option (default and type from the entry's signature); `build` makes the
+chosen entry from a config; `unused_options` names an option a run set but never reads, with what would read
+it; `readers` is docs/usage.md's "read by" column and `options_help` the list in `grposcope train --help`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..core.advantages import ESTIMATORS
+from ..core.losses import POLICY_LOSSES
+from ..core.registry import Registry
 from ..sampling import SAMPLERS
 
-# GRPOConfig field -> the keyword the registered estimators take it as (only those whose signature has it)
-ESTIMATOR_OPTIONS = {
-    "scale_rewards": "scale",
-    "advantage_std_unbiased": "unbiased",
-    "advantage_eps": "eps",
-    "virtual_sample_alpha": "alpha",
-    "acr_threshold_init": "tau_init",
-    "virtual_sample_strategy": "strategy",
-    "acr_ema_lambda": "ema_lambda",
-    "acr_threshold_adaptive": "adaptive_threshold",
-    "acr_threshold_eta": "eta",
-    "acr_threshold_reward_ema": "reward_ema",
-    "acr_threshold_min": "tau_min",
-    "acr_threshold_max": "tau_max",
-    "virtual_reward_range": "reward_range",
-    "virtual_reward_anchor": "r_anchor",
-    "virtual_reward_partial": "r_partial",
-    "all_wrong_max_share": "all_wrong_max_share",
-    "pool_std": "pool_std",
-    "success_threshold": "success_threshold",
-    "seed": "seed",
-}
+# the config field that chooses a family's entry -> its registry, and the family's short name in the docs
+FAMILIES: dict[str, Registry] = {"advantage_estimator": ESTIMATORS, "sampler": SAMPLERS, "policy_loss": POLICY_LOSSES}
+LABELS = {"advantage_estimator": "estimator", "sampler": "sampler", "policy_loss": "loss"}
 
-# GRPOConfig field -> the keyword the registered samplers take it as
-SAMPLER_OPTIONS = {
-    "max_gen_batches": "max_gen_batches",
-    "on_shortfall": "on_shortfall",
-    "exit_rule": "exit_rule",
-    "round_size": "round_size",
-    "max_rounds": "max_rounds",
-    "drop_unresolved": "drop_unresolved",
-    "sample_budget": "budget",
-    "budget_candidates": "candidates",
-    "budget_first_round": "first_round",
-    "budget_decay": "decay",
-    "budget_prior_strength": "prior_strength",
-    "budget_min_p_mixed": "min_p_mixed",
-    "success_threshold": "success_threshold",
-    "seed": "seed",
-}
+# run-wide fields that the trainer or the collapse monitor read as well, whatever the components take
+ALSO_READ = {"success_threshold": "trainer", "seed": "trainer", "acr_ema_lambda": "monitor"}
 
-# read by the trainer and the collapse monitor as well, whatever the components take
-ALWAYS_READ = ("success_threshold", "seed", "acr_ema_lambda")
+
+@dataclass(frozen=True)
+class Declared:
+    """One config field that components declare: who declares it, and its default, type and meaning."""
+
+    field: str
+    family: str  # a key of FAMILIES
+    entries: tuple[str, ...]
+    default: Any
+    hint: Any
+    doc: str
+
+
+def declared() -> dict[str, Declared]:
+    """Every option the registered components declare, by config field. Entries of a family may share an
+    option (grpo, avspo and pool take advantage_eps) when they agree on its meaning and default."""
+    out: dict[str, Declared] = {}
+    for family, registry in FAMILIES.items():
+        for name in registry.names():
+            for option in registry.options(name):
+                default, hint = registry.default(name, option)
+                seen = out.get(option.field)
+                if seen is None:
+                    out[option.field] = Declared(option.field, family, (name,), default, hint, option.doc)
+                    continue
+                if (seen.family, seen.default, seen.doc) != (family, default, option.doc):
+                    raise TypeError(f"option {option.field!r} is declared by {seen.family} "
+                                    f"{', '.join(seen.entries)} and by {family} {name} with another "
+                                    "family, default or meaning: give it one declaration, or two names")
+                out[option.field] = dataclasses.replace(seen, entries=(*seen.entries, name))
+    return out
+
+
+def with_component_options(cls: type) -> type:
+    """The dataclass `cls` with one more field per declared component option, so that a component's options
+    are set like any other (GRPOConfig(virtual_sample_alpha=0.3), YAML, --virtual_sample_alpha 0.3)."""
+    own = {f.name for f in dataclasses.fields(cls)}
+    fields = []
+    for field, option in declared().items():
+        if field in own:
+            raise TypeError(f"component option {field!r} clashes with the run-wide GRPOConfig field of that name")
+        mutable = isinstance(option.default, (list, dict, set))
+        spec = dataclasses.field(default_factory=lambda d=option.default: type(d)(d)) if mutable else \
+            dataclasses.field(default=option.default)
+        fields.append((field, option.hint, spec))
+    made = dataclasses.make_dataclass(cls.__name__, fields, bases=(cls,),
+                                      namespace={"__doc__": cls.__doc__, "__module__": cls.__module__})
+    made.__qualname__ = cls.__qualname__
+    return made
+
+
+def build(args: Any, family: str) -> Any:
+    """The entry `args` chooses in `family` (e.g. "sampler"), built with its options from `args`."""
+    return FAMILIES[family].build(getattr(args, family), args)
+
+
+def checked_entries(args: Any) -> list[tuple[str, str]]:
+    """(family, entry) pairs a config check builds: the chosen entry of each family, and every other entry
+    that declares an option the config sets away from its default, so that a bad value fails even where
+    it is not used (unused_options says that it is not)."""
+    pairs = {(family, getattr(args, family)) for family in FAMILIES}
+    for field, option in declared().items():
+        if getattr(args, field) != option.default:
+            pairs.update((option.family, name) for name in option.entries)
+    return sorted(pairs)
 
 
 def _has_reference(args: Any) -> bool:
     return args.beta > 0 or args.use_peft  # LoRA's reference is the adapters-off model, free
 
 
-# options that only some settings read: field -> (whether this run reads it, what reads it)
+# run-wide options that only some settings read: field -> (whether this run reads it, what reads it)
 CONDITIONAL: dict[str, tuple[Callable[[Any], bool], str]] = {
     "kl_estimator": (_has_reference, "the KL term and kl/mean, which need a reference policy (beta > 0 or use_peft)"),
     "kl_bound": (_has_reference, "the KL-drift alarm, which needs a reference policy (beta > 0 or use_peft)"),
@@ -74,39 +107,17 @@ CONDITIONAL: dict[str, tuple[Callable[[Any], bool], str]] = {
 }
 
 
-def _taken(registry, name: str, table: dict[str, str], args: Any) -> dict[str, Any]:
-    """The options of `table` that entry `name` takes, under its own keywords."""
-    options = {keyword: getattr(args, field) for field, keyword in table.items()}
-    return registry.accepted(name, options)
-
-
-def estimator_options(args: Any) -> dict[str, Any]:
-    return _taken(ESTIMATORS, args.advantage_estimator, ESTIMATOR_OPTIONS, args)
-
-
-def sampler_options(args: Any) -> dict[str, Any]:
-    return _taken(SAMPLERS, args.sampler, SAMPLER_OPTIONS, args)
-
-
-def _takers(registry, keyword: str) -> list[str]:
-    return [name for name in registry.names() if keyword in registry.accepted(name, {keyword: None})]
-
-
 def unused_options(args: Any) -> list[str]:
     """One line per option set away from its default that this run never reads, naming what would."""
     defaults = {f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
                 for f in dataclasses.fields(args)}
-    changed = [name for name in defaults if getattr(args, name) != defaults[name] and name not in ALWAYS_READ]
+    options = declared()
     notes = []
-    for field in changed:
-        value = getattr(args, field)
-        for kind, registry, table, chosen in (("advantage_estimator", ESTIMATORS, ESTIMATOR_OPTIONS,
-                                               args.advantage_estimator),
-                                              ("sampler", SAMPLERS, SAMPLER_OPTIONS, args.sampler)):
-            takers = _takers(registry, table[field]) if field in table else []
-            if field in table and chosen not in takers:
-                notes.append(f"{field}={value!r} is not used: {kind}={chosen!r} does not read it "
-                             f"(read by {kind} {', '.join(takers)})")
+    for field in (name for name in defaults if getattr(args, name) != defaults[name]):
+        value, option = getattr(args, field), options.get(field)
+        if option is not None and getattr(args, option.family) not in option.entries:
+            notes.append(f"{field}={value!r} is not used: {option.family}={getattr(args, option.family)!r} does "
+                         f"not read it (read by {option.family} {', '.join(option.entries)})")
         if field in CONDITIONAL and not CONDITIONAL[field][0](args):
             notes.append(f"{field}={value!r} is not used: it is read by {CONDITIONAL[field][1]}")
     return notes
@@ -115,12 +126,32 @@ def unused_options(args: Any) -> list[str]:
 def readers(field: str) -> str:
     """Who reads option `field`, for the docs' options table."""
     parts = []
-    if field in ESTIMATOR_OPTIONS:
-        parts.append("estimator " + ", ".join(_takers(ESTIMATORS, ESTIMATOR_OPTIONS[field])))
-    if field in SAMPLER_OPTIONS:
-        parts.append("sampler " + ", ".join(_takers(SAMPLERS, SAMPLER_OPTIONS[field])))
-    if field in ALWAYS_READ:
-        parts.append("monitor" if field == "acr_ema_lambda" else "trainer")
+    option = declared().get(field)
+    if option is not None:
+        parts.append(f"{LABELS[option.family]} " + ", ".join(option.entries))
+    for family, registry in FAMILIES.items():
+        takers = [name for name in registry.names() if field in registry.reads(name)]
+        if takers:
+            parts.append(f"{LABELS[family]} " + ", ".join(takers))
+    if field in ALSO_READ:
+        parts.append(ALSO_READ[field])
     if field in CONDITIONAL:
         parts.append(CONDITIONAL[field][1])
     return "; ".join(parts) or "trainer"
+
+
+def show(value: Any) -> str:
+    """A default as the docs and --help print it: "group", 0.5, None, (0.0, 1.0)."""
+    return f'"{value}"' if isinstance(value, str) else repr(value)
+
+
+def options_help() -> str:
+    """Each family's entries and the options each reads, for `grposcope train --help`."""
+    options = declared()
+    lines = ["Component options (docs/usage.md explains each):"]
+    for family, registry in FAMILIES.items():
+        for name in registry.names():
+            own = [o.field for o in registry.options(name)]
+            flags = ", ".join(f"--{f} {show(options[f].default)}" for f in own) or "no options"
+            lines.append(f"--{family} {name}: {flags}")
+    return "\n\n".join(lines)

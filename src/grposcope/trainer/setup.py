@@ -21,7 +21,7 @@ from ..sampling.stream import PromptStream
 from .checkpoint import checkpoint_folders
 from .config import GRPOConfig
 from .geometry import Geometry, geometry_for, total_steps
-from .options import estimator_options, sampler_options
+from .options import build
 
 
 @dataclass
@@ -36,6 +36,7 @@ class Run:
     scorer: Any
     estimator: advantages.AdvantageEstimator
     sampler: Any
+    policy_loss: Any  # (logp, old_logp, advantages, mask, **aggregation) -> (loss, metrics)
     rollout: Any
     optimizer: torch.optim.Optimizer
     scheduler: Any
@@ -79,8 +80,8 @@ def build_run(args: GRPOConfig, model, reward_funcs, train_dataset, eval_dataset
                          total_steps=total, logging_steps=args.logging_steps, resume_step=resume_step)
 
     return Run(model, tokenizer, reference_policy(args, model), geometry, PromptStream(train, args.seed),
-               train, evals, scorer, make_estimator(args), make_sampler(args), rollout, optimizer, scheduler,
-               logger_factory)
+               train, evals, scorer, make_estimator(args), make_sampler(args), build(args, "policy_loss"), rollout,
+               optimizer, scheduler, logger_factory)
 
 
 def check_output_dir(args: GRPOConfig) -> list[str]:
@@ -111,15 +112,13 @@ def seed_everything(seed: int) -> None:
 
 
 def make_estimator(args: GRPOConfig) -> advantages.AdvantageEstimator:
-    """The configured estimator, given whichever of the config's estimator options it takes."""
-    return advantages.make(args.advantage_estimator, **estimator_options(args))
+    """The configured estimator, built with the options it declares."""
+    return build(args, "advantage_estimator")
 
 
 def make_sampler(args: GRPOConfig):
-    """The configured sampler, given whichever of the config's sampler options it takes."""
-    from ..sampling import SAMPLERS
-
-    return SAMPLERS.make(args.sampler, **sampler_options(args))
+    """The configured sampler, built with the options it declares."""
+    return build(args, "sampler")
 
 
 def make_scorer(args: GRPOConfig, reward_funcs, task_rewards):

@@ -98,7 +98,7 @@ class GRPOTrainer:
         self.model, self.tokenizer, self.ref_model = run.model, run.tokenizer, run.ref_model
         self.geometry, self.stream, self.eval_examples = run.geometry, run.stream, run.eval_examples
         self.scorer, self.estimator, self.rollout = run.scorer, run.estimator, run.rollout
-        self.sampler = run.sampler
+        self.sampler, self.policy_loss = run.sampler, run.policy_loss
         self.optimizer, self.scheduler, self.logger_factory = run.optimizer, run.scheduler, run.logger_factory
         self.monitor = CollapseMonitor(success_threshold=self.args.success_threshold,
                                        ema_lambda=self.args.acr_ema_lambda, kl_bound=self.args.kl_bound)
@@ -301,10 +301,7 @@ class GRPOTrainer:
         args = self.args
         old = micro.old_logp if micro.old_logp is not None else logp.detach()
         kwargs = {"aggregation": args.aggregation, "max_completion_length": args.max_completion_length, **counts}
-        loss, metrics = losses.policy_loss(
-            logp, old, micro.advantages, micro.loss_mask, args.epsilon, args.epsilon_high,
-            dual_clip=args.dual_clip, **kwargs,
-        )
+        loss, metrics = self.policy_loss(logp, old, micro.advantages, micro.loss_mask, **kwargs)
         if micro.ref_logp is not None:
             kl, kl_metrics = losses.kl_penalty(logp, micro.ref_logp, micro.loss_mask, args.kl_estimator)
             metrics.update(kl_metrics)
