@@ -39,3 +39,33 @@ def test_generic_call_shape_metrics_and_checkpointable_state(name):
     nxt = torch.tensor([[0.0, 0.0, 0.0, 0.0], [1.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0]])
     a, b = est(nxt), twin(nxt)
     assert torch.equal(a.advantages, b.advantages) and a.metrics == b.metrics
+
+
+# --- policy losses ----------------------------------------------------------------------------------------
+
+from grposcope.core import losses  # noqa: E402
+
+
+@pytest.mark.parametrize("aggregation", losses.AGGREGATIONS)
+@pytest.mark.parametrize("name", losses.POLICY_LOSSES.names())
+def test_every_policy_loss_through_the_generic_call(name, aggregation):
+    loss_fn = losses.POLICY_LOSSES.make(name)  # defaults only: every loss must be usable as is
+    gen = torch.Generator().manual_seed(0)
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])  # (3, 3), right-padded
+    old = -torch.rand(3, 3, generator=gen) - 0.1  # (3, 3)
+    adv = torch.tensor([1.0, -0.5, 2.0])
+    kwargs = {"aggregation": aggregation, "max_completion_length": 3, "num_tokens": mask.sum(), "num_sequences": 3}
+    logp = old.clone().requires_grad_(True)  # on-policy: ratio 1 everywhere
+    loss, metrics = loss_fn(logp, old, adv, mask, **kwargs)
+    assert loss.dim() == 0 and torch.isfinite(loss)
+    assert "loss/policy" in metrics and all(isinstance(v, float) for v in metrics.values())
+    loss.backward()
+    real = mask.bool()
+    # on-policy, every real token's gradient pushes its log-prob the way its advantage asks; padding gets none
+    assert (torch.sign(-logp.grad[real]) == torch.sign(adv.unsqueeze(1).expand(3, 3)[real])).all()
+    assert (logp.grad[~real] == 0).all()
+    # what padding holds never matters, not even inf
+    garbage = torch.where(real, old, torch.full_like(old, float("-inf")))
+    again, _ = loss_fn(garbage.clone().requires_grad_(True), torch.where(real, old, torch.zeros_like(old)), adv,
+                       mask, **kwargs)
+    torch.testing.assert_close(again, loss.detach(), atol=1e-6, rtol=0)
