@@ -230,3 +230,6 @@ def overlong_penalty(lengths: torch.Tensor, max_completion_length: int, cache_le
     free = max_completion_length - cache_length
     over = (lengths.float() - free) / cache_length  # (N,) > 0 inside the cache zone
     return -over.clamp(min=0.0, max=1.0)
+
+
+from . import cispo, gspo  # noqa: E402,F401  (register the policy losses beyond grpo)
