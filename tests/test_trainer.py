@@ -217,9 +217,9 @@ def test_entropy_kl_and_clip_fractions_are_token_means_over_the_whole_batch(tmp_
         return logp * 0 - 1.0, entropy  # logp = -1 everywhere
 
     monkeypatch.setattr(trainer_module, "completion_logps", fixed_logps)
-    metrics = trainer._optimize(batch)
-    assert metrics["entropy/mean"] == pytest.approx(24 / 88, abs=1e-6)
-    assert metrics["kl/mean"] == pytest.approx(24 / 88, abs=1e-6)
+    metrics, figures = trainer._optimize(batch)
+    assert metrics["entropy/mean"] == figures.entropy == pytest.approx(24 / 88, abs=1e-6)
+    assert metrics["kl/mean"] == figures.kl == pytest.approx(24 / 88, abs=1e-6)
     assert metrics["clip/high_frac"] == pytest.approx(8 / 88, abs=1e-6) and metrics["clip/low_frac"] == 0.0
 
 

@@ -63,6 +63,7 @@ class ScoreResult:
     metrics: dict[str, float]
     logged_metrics: dict[str, list[float]]  # name -> every value given to log_metric, in call order
     extra_columns: dict[str, list]  # column -> N values given to log_extra (a later log of a column wins)
+    errors: int = 0  # samples zero-scored by a failing function (reward_errors="zero")
 
 
 @dataclass
@@ -239,10 +240,11 @@ class RewardScorer:
                     logged_metrics.setdefault(key, []).extend(logged)
                 extra_columns.update(log.columns)
         rewards = torch.nansum(per_function * self.weights.double(), dim=1)  # (N,); all-NaN rows sum to 0.0
-        metrics = reward_metrics(per_function, self.names, errors=float(errored.sum()))
+        errors = int(errored.sum())
         return ScoreResult(
-            rewards=rewards.float(), per_function=per_function.float(), metrics=metrics,
-            logged_metrics=logged_metrics, extra_columns=extra_columns,
+            rewards=rewards.float(), per_function=per_function.float(),
+            metrics=reward_metrics(per_function, self.names, errors=float(errors)),
+            logged_metrics=logged_metrics, extra_columns=extra_columns, errors=errors,
         )
 
     def _run(self, func, name: str, batch: Batch) -> tuple[list[float], list[int], CallLog | None]:

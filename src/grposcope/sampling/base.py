@@ -52,6 +52,15 @@ class Selection:
         if self.as_drawn is None:  # a sampler that neither drops nor balances: the kept groups are the drawn
             self.as_drawn = self.rewards
 
+    @property
+    def tokens_generated(self) -> float:
+        """Completion tokens of every sample drawn this step (`sampler/tokens_generated`)."""
+        return tokens_generated(self.draws)
+
+
+def tokens_generated(draws: list[Drawn]) -> float:
+    return float(sum(d.lengths.sum().item() for d in draws))
+
 
 # the run-wide config fields every sampler takes (core/registry.py, `reads`)
 READS = ("success_threshold", "seed")
@@ -100,7 +109,7 @@ def accounting(draws: list[Drawn], kept: torch.Tensor, rounds: float, dropped: i
     """The `sampler/*` metrics every sampler logs (docs/metrics.md). kept (B', G) the training rewards."""
     metrics = {
         "sampler/samples_generated": float(sum(d.rewards.numel() for d in draws)),
-        "sampler/tokens_generated": float(sum(d.lengths.sum().item() for d in draws)),
+        "sampler/tokens_generated": tokens_generated(draws),
         "sampler/samples_kept": float(kept.numel()),
         "sampler/informative_frac": informative(kept).float().mean().item() if kept.numel() else 0.0,
         "sampler/rounds_mean": float(rounds),

@@ -65,7 +65,7 @@ class Drawing:
         if len(self.scores) == 1:
             return dict(self.scores[0].metrics)
         per_function = torch.cat([s.per_function for s in self.scores]).double()  # (N_drawn, F)
-        errors = float(sum(s.metrics["reward/errors"] for s in self.scores))
+        errors = float(sum(s.errors for s in self.scores))
         return reward_metrics(per_function, self.scorer.names, errors)
 
     def logged_metrics(self) -> dict[str, float]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import inspect
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,50 +23,12 @@ from . import checkpoint
 from .config import GRPOConfig
 from .drawing import Drawing, TrainerState
 from .evaluation import evaluate
+from .generation import Generation, UpdateFigures, optimizer_batches
 from .geometry import total_steps
 from .options import unused_options
 from .phases import PhaseTimer
 from .policy import TrainBatch, completion_logps
 from .setup import build_run, check_output_dir
-
-
-@dataclass
-class Generation:
-    """One generation batch, scored, with its advantages, and the optimizer steps it feeds."""
-
-    batch: TrainBatch
-    metrics: dict[str, float]
-    seconds: float  # generating and scoring it: charged to the first optimizer step it feeds
-    plan: list[torch.Tensor]  # the rows of each optimizer step it feeds, in order
-    taken: int = 0  # optimizer steps fed so far
-    logged: dict[str, float] = field(default_factory=dict)  # what the reward functions gave log_metric
-    sample: list[dict] = field(default_factory=list)  # rows for completions.jsonl, until a logging step takes them
-
-    @classmethod
-    def planned(cls, batch: TrainBatch, metrics: dict[str, float], seconds: float, iterations: int, size: int,
-                **extra: Any) -> "Generation":
-        """`iterations` passes over the batch, `size` completions per optimizer step."""
-        plan = [rows for _ in range(iterations) for rows in _optimizer_batches(len(batch), size)]
-        return cls(batch, metrics, seconds, plan, **extra)
-
-    @property
-    def done(self) -> bool:
-        return self.taken == len(self.plan)
-
-    def next_batch(self) -> TrainBatch:
-        self.taken += 1
-        return self.batch.rows(self.plan[self.taken - 1])
-
-    def state_dict(self) -> dict[str, Any]:
-        """Everything needed to feed its remaining steps after a resume (tensors and numbers only)."""
-        return {"batch": vars(self.batch).copy(), "metrics": dict(self.metrics), "plan": self.plan,
-                "taken": self.taken, "logged": dict(self.logged)}
-
-    @classmethod
-    def from_state(cls, state: dict[str, Any]) -> "Generation":
-        # the sample of completions is not kept: a resumed run logs the next generation's
-        return cls(TrainBatch(**state["batch"]), state["metrics"], 0.0, list(state["plan"]), int(state["taken"]),
-                   dict(state.get("logged", {})))
 
 
 class GRPOTrainer:
@@ -107,7 +68,6 @@ class GRPOTrainer:
         self.timer = PhaseTimer()
         self.bad_steps = 0  # updates skipped for a non-finite loss or gradient
         self._generation: Generation | None = None  # the batch being trained on
-        self._pending: tuple[torch.Tensor, torch.Tensor] | None = None  # a generation not yet diagnosed
         self._eval_before: dict[str, float] | None = None  # held-out figures before training
         self._last_eval: dict[str, float] = {}  # the latest evaluation, reused as "after" when it is current
         self._last_eval_step = -1
@@ -131,8 +91,14 @@ class GRPOTrainer:
                 self._eval_before = self.evaluate()  # {} without a held-out split
             while self.global_step < self.max_steps:
                 if self._generation is None or self._generation.done:
-                    self._generation = self._generate()
-                metrics = self._step(self._generation)  # advances global_step
+                    self._generation = self._generate()  # sample, draw and score, advantages
+                generation, t0 = self._generation, time.perf_counter()
+                fresh = generation.fresh  # its first optimizer step pays for it and diagnoses it
+                metrics, figures = self._optimize(generation.next_batch())
+                if fresh and self.args.diagnostics:
+                    metrics.update(self._diagnose(generation, figures))
+                seconds = (generation.seconds if fresh else 0.0) + time.perf_counter() - t0
+                metrics = self._end_step(generation, metrics, seconds)  # advances global_step
                 logger.log(self.global_step, metrics)
                 if self.global_step % self.args.logging_steps == 0 and self._generation.sample:
                     logger.log_completions(self.global_step, self._generation.sample)
@@ -150,19 +116,18 @@ class GRPOTrainer:
         finally:
             logger.close()  # also when a step fails: every logged line is on disk, backends flushed
 
-    def _step(self, generation: Generation) -> dict[str, float]:
-        """One optimizer step on the next part of `generation`; returns the step's metrics."""
-        t0 = time.perf_counter()
-        metrics = {**generation.metrics, **self._optimize(generation.next_batch())}
+    def _end_step(self, generation: Generation, metrics: dict[str, float], seconds: float) -> dict[str, float]:
+        """Counts the step and completes its metrics: the generation's, what reward functions logged, the
+        step's time and phases, and the held-out accuracy when it is due."""
+        metrics = {**generation.metrics, **metrics}
         clash = sorted(metrics.keys() & generation.logged.keys())
         if clash:
             raise ValueError(f"a reward function logged {clash} with log_metric: grposcope logs metrics of that "
                              "name itself; give yours another name, e.g. 'my_reward/...'")
         metrics.update(generation.logged)
         self.global_step += 1
-        metrics["perf/step_s"] = generation.seconds + time.perf_counter() - t0
+        metrics["perf/step_s"] = seconds
         metrics.update(self.timer.take())  # the phases of this step (and of its generation, on its first)
-        generation.seconds = 0.0
         if self.args.eval_steps and self.global_step % self.args.eval_steps == 0:
             metrics.update(self.evaluate())
         return metrics
@@ -192,16 +157,14 @@ class GRPOTrainer:
         with timer("scoring"):  # advantages
             rewards = selection.rewards  # (B', G)
             trained, kl_metrics = self._kl_in_reward(rewards, batch)  # rewards, unless kl_in_reward
-            est = self.estimator(trained, pool=selection.pool, as_drawn=selection.as_drawn)
-        batch.advantages = est.advantages.reshape(-1)  # (N,)
-        metrics = {**self._generation_metrics(drawing, selection, rollout), **est.metrics, **kl_metrics}
-        # diagnosed after the first update, with its entropy: the ACR family on the groups as first drawn,
-        # acr_post on what reaches the loss
-        self._pending = (selection.as_drawn, est.advantages)
-        sample = drawing.sample_rows(selection, est.advantages, args.num_completions_to_print) \
+            estimate = self.estimator(trained, pool=selection.pool, as_drawn=selection.as_drawn)
+        batch.advantages = estimate.advantages.reshape(-1)  # (N,)
+        metrics = {**self._generation_metrics(drawing, selection, rollout), **estimate.metrics, **kl_metrics}
+        sample = drawing.sample_rows(selection, estimate.advantages, args.num_completions_to_print) \
             if args.log_completions else []
         return Generation.planned(batch, metrics, time.perf_counter() - t0, args.num_iterations,
-                                  self.geometry.optimizer_batch, logged=drawing.logged_metrics(), sample=sample)
+                                  self.geometry.optimizer_batch, logged=drawing.logged_metrics(), sample=sample,
+                                  as_drawn=selection.as_drawn, advantages=estimate.advantages)
 
     def _generation_metrics(self, drawing: Drawing, selection: Any, rollout: Any) -> dict[str, float]:
         """A generation batch's reward, sampler, length and speed figures (rewards of the kept groups)."""
@@ -213,30 +176,24 @@ class GRPOTrainer:
             "reward/std": rewards.std().item() if rewards.numel() > 1 else 0.0,
             "completion/mean_length": lengths.mean().item(),
             "completion/truncated_frac": rollout.truncated.float().mean().item(),
-            "perf/gen_tokens_per_s": selection.metrics["sampler/tokens_generated"]
-            / max(self.timer.seconds["generation"], 1e-9),
+            "perf/gen_tokens_per_s": selection.tokens_generated / max(self.timer.seconds["generation"], 1e-9),
         }
 
-    def _optimize(self, batch: TrainBatch) -> dict[str, float]:
-        """One optimizer step over `batch` in micro-batches; then the collapse monitor's update."""
+    def _optimize(self, batch: TrainBatch) -> tuple[dict[str, float], UpdateFigures]:
+        """One optimizer step over `batch` in micro-batches; its metrics, and the figures the monitor reads."""
         args, t0, timer = self.args, time.perf_counter(), self.timer
         before = self._logps_in_chunks(self.model, batch) if args.measure_update else None  # (n, T)
         self.model.train()
         counts = {"num_tokens": batch.loss_mask.sum(), "num_sequences": len(batch)}
         total_tokens = float(counts["num_tokens"])
-        metrics: dict[str, float] = {}
-        finite = True
+        figures, finite = UpdateFigures(), True
         for rows in _length_buckets(batch, self.geometry.micro_batch, self.args.num_generations):
             micro = batch.rows(rows)  # its padding columns cut away
-            micro_metrics, micro_finite = self._micro_step(micro, counts)
+            micro_figures, micro_finite = self._micro_step(micro, counts)
             finite = finite and micro_finite
-            # Loss shares are already normalised by the whole batch: they add up. Every other figure is a mean
-            # over the micro-batch's real tokens; weighted by its share of the batch's tokens they sum to the
-            # mean over every token of the batch (micro-batches are grouped by length, so weighting them by
-            # rows would over-count short completions). A micro-batch whose tokens are all masked adds nothing.
-            share = float(micro.loss_mask.sum()) / total_tokens if total_tokens else 0.0
-            for name, value in micro_metrics.items():
-                metrics[name] = metrics.get(name, 0.0) + value * (1.0 if name in _ADDITIVE else share)
+            # (micro-batches are grouped by length, so weighting them by rows would over-count short ones;
+            # one whose tokens are all masked adds nothing)
+            figures.add(micro_figures, share=float(micro.loss_mask.sum()) / total_tokens if total_tokens else 0.0)
         with timer("optimizer"):
             grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), args.max_grad_norm or float("inf"))
             if finite and torch.isfinite(grad_norm):
@@ -245,6 +202,7 @@ class GRPOTrainer:
                 self.bad_steps += 1
             self.scheduler.step()
             self.optimizer.zero_grad(set_to_none=True)
+        metrics = figures.metrics()
         if before is not None:
             metrics.update(self._update_effect(batch, before))
         train_tokens = (batch.prompt_mask.sum() + batch.loss_mask.sum()).item()
@@ -252,14 +210,14 @@ class GRPOTrainer:
         metrics["loss/skipped_updates"] = float(self.bad_steps)
         metrics["perf/train_tokens"] = train_tokens
         metrics["perf/train_tokens_per_s"] = train_tokens / (time.perf_counter() - t0)
-        if self._pending is not None and args.diagnostics:  # a generation's first step diagnoses it
-            rewards, adv = self._pending
-            with timer("diagnostics"):
-                metrics.update(
-                    self.monitor.update(rewards, adv, entropy=metrics["entropy/mean"], kl=metrics.get("kl/mean"))
-                )
-        self._pending = None
-        return metrics
+        return metrics, figures
+
+    def _diagnose(self, generation: Generation, figures: UpdateFigures) -> dict[str, float]:
+        """The collapse monitor on a generation, with the entropy (and KL) of the first update it fed: the ACR
+        family on the groups as first drawn, acr_post on the advantages that reached the loss."""
+        with self.timer("diagnostics"):
+            return self.monitor.update(generation.as_drawn, generation.advantages, entropy=figures.entropy,
+                                       kl=figures.kl)
 
     @torch.no_grad()
     def _update_effect(self, batch: TrainBatch, before: torch.Tensor) -> dict[str, float]:
@@ -277,8 +235,8 @@ class GRPOTrainer:
                 out[f"update/logp_change_{name}"] = change[tokens].mean().item()
         return out
 
-    def _micro_step(self, micro: TrainBatch, counts: dict[str, Any]) -> tuple[dict[str, float], bool]:
-        """Forward, loss, backward on one micro-batch; returns its metrics and whether its loss was finite
+    def _micro_step(self, micro: TrainBatch, counts: dict[str, Any]) -> tuple[UpdateFigures, bool]:
+        """Forward, loss, backward on one micro-batch; returns its figures and whether its loss was finite
         (a NaN or inf loss is not back-propagated)."""
         args, timer = self.args, self.timer
         with timer("logprobs"):  # the entropy comes with the log-probs (a loss term when entropy_coef > 0)
@@ -286,32 +244,35 @@ class GRPOTrainer:
                 self.model, micro, args.temperature, with_entropy=args.diagnostics or args.entropy_coef > 0,
                 entropy_grad=args.entropy_coef > 0,
             )  # (n, T), (n, T) or None
-            loss, metrics = self._loss(micro, logp, entropy, counts)
+            loss, figures = self._loss(micro, logp, entropy, counts)
         finite = bool(torch.isfinite(loss))
         if finite:
             with timer("backward"):
                 loss.backward()
         if entropy is not None:
             mask = micro.loss_mask.bool()
-            metrics["entropy/mean"] = entropy[mask].mean().item() if mask.any() else 0.0
-        return metrics, finite
+            figures.entropy = entropy[mask].mean().item() if mask.any() else 0.0
+        return figures, finite
 
-    def _loss(self, micro: TrainBatch, logp: torch.Tensor, entropy: torch.Tensor | None, counts: dict[str, Any]):
-        """The policy loss, plus the KL and entropy terms when they are on; (loss, metrics)."""
+    def _loss(self, micro: TrainBatch, logp: torch.Tensor, entropy: torch.Tensor | None, counts: dict[str, Any]
+              ) -> tuple[torch.Tensor, UpdateFigures]:
+        """The policy loss, plus the KL and entropy terms when they are on."""
         args = self.args
         old = micro.old_logp if micro.old_logp is not None else logp.detach()
         kwargs = {"aggregation": args.aggregation, "max_completion_length": args.max_completion_length, **counts}
-        loss, metrics = self.policy_loss(logp, old, micro.advantages, micro.loss_mask, **kwargs)
+        loss, loss_metrics = self.policy_loss(logp, old, micro.advantages, micro.loss_mask, **kwargs)
+        own = {name: value for name, value in loss_metrics.items() if name != "loss/policy"}  # clip/*, gspo/*
+        figures = UpdateFigures(policy_loss=loss.item(), loss_figures=own)
         if micro.ref_logp is not None:
             kl, kl_metrics = losses.kl_penalty(logp, micro.ref_logp, micro.loss_mask, args.kl_estimator)
-            metrics.update(kl_metrics)
+            figures.kl = kl_metrics["kl/mean"]
             if args.beta > 0 and not args.kl_in_reward:  # decoupled KL (DAPO): a loss term
                 kl_loss = args.beta * losses.aggregate(kl, micro.loss_mask, **kwargs)
                 loss = loss + kl_loss
-                metrics["loss/kl"] = kl_loss.item()
+                figures.kl_loss = kl_loss.item()
         if args.entropy_coef > 0:
             loss = loss - args.entropy_coef * losses.aggregate(entropy, micro.loss_mask, **kwargs)
-        return loss, metrics
+        return loss, figures
 
     def _kl_in_reward(self, rewards: torch.Tensor, batch: TrainBatch) -> tuple[torch.Tensor, dict[str, float]]:
         """With kl_in_reward (kept for comparison with decoupled KL): r - beta * each completion's summed KL to
@@ -339,7 +300,7 @@ class GRPOTrainer:
         self.model.eval()
         t = batch.completion_ids.shape[1]
         out = torch.zeros(len(batch), t)
-        for rows in _optimizer_batches(len(batch), self.geometry.micro_batch):
+        for rows in optimizer_batches(len(batch), self.geometry.micro_batch):
             micro = batch.rows(rows)
             logp, _ = completion_logps(model, micro, self.args.temperature, with_entropy=False)
             out[rows, : logp.shape[1]] = logp.float().cpu()
@@ -440,9 +401,6 @@ def _leftovers(names: list[str]) -> list[str]:
     return [f"removed {name}: an unfinished checkpoint of a run killed while saving" for name in names]
 
 
-_ADDITIVE = ("loss/policy", "loss/kl")
-
-
 def _check_callbacks(callbacks: list[Any]) -> list[Any]:
     for callback in callbacks:
         hook = getattr(callback, "on_step_end", None)
@@ -462,13 +420,10 @@ def _length_buckets(batch: TrainBatch, size: int, group: int) -> list[torch.Tens
     lengths = batch.loss_mask.sum(dim=1)  # (n,)
     n = len(batch)
     if n % group:
-        return _optimizer_batches(n, size)
+        return optimizer_batches(n, size)
     by_group = lengths.view(-1, group)  # (n / group, group)
     within = by_group.argsort(dim=1, stable=True)  # (n / group, group)
     groups = by_group.amax(dim=1).argsort(stable=True)  # (n / group,)
     order = (groups.unsqueeze(1) * group + within[groups]).reshape(-1)  # (n,)
     return list(order.split(size))
 
-
-def _optimizer_batches(n: int, size: int) -> list[torch.Tensor]:
-    return list(torch.arange(n).split(size))
