@@ -139,7 +139,8 @@ def _answer_in_all_wrong(rows: list[dict]) -> float:
     anywhere (a reward that missed it would leave it there)."""
     groups: dict[tuple, list[str]] = {}
     for r in rows:
-        groups.setdefault((r["step"], r["prompt"][-1]["content"]), []).append((r["reward"], r["completion"][0]["content"]))
+        reply = (r["reward"], r["completion"][0]["content"])
+        groups.setdefault((r["step"], r["prompt"][-1]["content"]), []).append(reply)
     seen = hits = 0
     for (_, question), replies in groups.items():
         match = QUESTION.fullmatch(question)

@@ -28,7 +28,13 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import (  # noqa: E402
-    MatmulWeights, copy_gbps, entropy_cost_s, floor_flops, matmul_gflops, median_spread, peak_rss_mib,
+    MatmulWeights,
+    copy_gbps,
+    entropy_cost_s,
+    floor_flops,
+    matmul_gflops,
+    median_spread,
+    peak_rss_mib,
 )
 
 MODEL = "embedded:smollm2-135m-instruct"

@@ -78,8 +78,9 @@ def test_all_correct_augmentation_is_not_bounded_and_bad_bounds_are_refused():
 @pytest.mark.parametrize("guard", [None, 0.5])
 def test_measure_update_shows_the_all_wrong_push_and_the_guard_stopping_it(tmp_path, tiny_llama, tiny_tokenizer,
                                                                            guard):
-    from grposcope import GRPOTrainer
     from test_trainer import DATA, always_zero, read_lines, tiny_config
+
+    from grposcope import GRPOTrainer
 
     args = tiny_config(tmp_path, max_steps=1, use_avspo=True, acr_ema_lambda=0.0, measure_update=True,
                        all_wrong_max_share=guard, learning_rate=0.01)

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_trainer import DATA, read_lines, text_length, tiny_config
 from typer.testing import CliRunner
 
-from grposcope import GRPOConfig, GRPOTrainer
+from grposcope import GRPOTrainer
 from grposcope.cli import app
 from grposcope.core import losses
 from grposcope.trainer import checkpoint
 from grposcope.trainer.checkpoint import CheckpointError
-from test_trainer import DATA, read_lines, text_length, tiny_config
 
 
 def make_trainer(tmp_path, tiny_llama, tiny_tokenizer, **overrides):

@@ -6,8 +6,8 @@ import pytest
 
 from grposcope.cli import coerce_all, parse_overrides
 from grposcope.trainer.config import GRPOConfig
-from grposcope.trainer.options import build
 from grposcope.trainer.geometry import geometry_for, total_steps
+from grposcope.trainer.options import build
 
 
 def test_seed_example_config_is_accepted_and_means_avspo():

@@ -23,7 +23,7 @@ from grposcope.data import (
     validate_examples,
 )
 from grposcope.data.arithmetic import _example, make_prompt
-from grposcope.data.chat import prompt_key
+from grposcope.data.chat import prompt_identity
 
 QUESTION = re.compile(r"What is (-?\d+) ([+*-]) (-?\d+)\?$")
 
@@ -33,7 +33,7 @@ def question(example):
 
 
 def keys(examples):
-    return {prompt_key(ex["prompt"]) for ex in examples}
+    return {prompt_identity(ex["prompt"]) for ex in examples}
 
 
 # ---------------------------------------------------------------- arithmetic generator

@@ -22,7 +22,6 @@ from grposcope.rewards import REWARDS, RewardScorer
 from grposcope.rewards.inputs import reward_inputs
 from grposcope.rollout import ROLLOUTS
 
-
 # --- pass@k -------------------------------------------------------------------------------------------------
 
 

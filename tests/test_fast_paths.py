@@ -6,14 +6,13 @@ import math
 
 import pytest
 import torch
+from test_trainer import DATA, text_length, tiny_config
 
-from grposcope import GRPOConfig, GRPOTrainer
+from grposcope import GRPOTrainer
 from grposcope.core import diagnostics, losses
 from grposcope.rollout import ROLLOUTS, SamplingParams
 from grposcope.trainer.policy import TrainBatch, _full_row_logits, completion_logits
 from grposcope.trainer.trainer import _length_buckets
-
-from test_trainer import DATA, text_length, tiny_config
 
 
 def grouped_batch(groups: int, g: int, t: int, seed: int = 0) -> TrainBatch:

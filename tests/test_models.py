@@ -21,6 +21,7 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("peft")
 
 from grposcope import models  # noqa: E402
+from grposcope.models import embedded  # noqa: E402
 
 WORDS = ["<unk>", "<eos>"] + [chr(c) for c in range(ord("a"), ord("z") + 1)] + [str(d) for d in range(10)]
 
@@ -297,18 +298,18 @@ def test_missing_embedded_package_names_the_install_command(monkeypatch):
 def fake_conversion(tmp_path, monkeypatch):
     """A private cache and a converter that writes the tiny checkpoint; returns the list of conversions."""
     monkeypatch.setenv("GRPOSCOPE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(models, "find_embedded_gguf", lambda name: tmp_path / "fake.gguf")
+    monkeypatch.setattr(embedded, "find_embedded_gguf", lambda name: tmp_path / "fake.gguf")
     target = tmp_path / "cache" / "models" / "smollm2-135m-instruct"
     calls = []
 
     def convert(gguf, out_dir):
         # The final folder must not hold a complete checkpoint while this one is being written.
-        assert not models._is_complete(target)
+        assert not embedded._is_complete(target)
         assert out_dir.parent == target.parent and out_dir != target
         calls.append(out_dir)
         save_checkpoint(out_dir)
 
-    monkeypatch.setattr(models, "_convert_gguf", convert)
+    monkeypatch.setattr(embedded, "_convert_gguf", convert)
     return calls, target
 
 
@@ -317,7 +318,7 @@ def test_embedded_model_is_converted_once_then_read_from_the_cache(fake_conversi
     model, tokenizer = models.load_model(models.DEFAULT_MODEL)
     torch.testing.assert_close(logits(model), logits(make_tiny_llama()), rtol=0, atol=0)
     assert tokenizer.padding_side == "left"
-    assert json.loads((target / models.CACHE_MARKER).read_text())["format"] == models.CACHE_FORMAT
+    assert json.loads((target / embedded.CACHE_MARKER).read_text())["format"] == embedded.CACHE_FORMAT
     models.load_model(models.DEFAULT_MODEL)
     assert len(calls) == 1
     assert sorted(p.name for p in target.parent.iterdir()) == [target.name]  # no temporary folder left
@@ -336,7 +337,7 @@ def test_half_written_cache_folder_is_rebuilt(fake_conversion):
 def test_outdated_cache_format_is_rebuilt(fake_conversion):
     calls, target = fake_conversion
     models.ensure_embedded_checkpoint("smollm2-135m-instruct")
-    (target / models.CACHE_MARKER).write_text(json.dumps({"format": models.CACHE_FORMAT - 1}))
+    (target / embedded.CACHE_MARKER).write_text(json.dumps({"format": embedded.CACHE_FORMAT - 1}))
     models.ensure_embedded_checkpoint("smollm2-135m-instruct")
     assert len(calls) == 2
 
@@ -348,7 +349,7 @@ def test_failed_conversion_leaves_nothing_that_loads(fake_conversion, monkeypatc
         make_tiny_llama().save_pretrained(out_dir)  # weights written, then the process "dies"
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(models, "_convert_gguf", crash)
+    monkeypatch.setattr(embedded, "_convert_gguf", crash)
     with pytest.raises(KeyboardInterrupt):
         models.ensure_embedded_checkpoint("smollm2-135m-instruct")
     assert not target.exists()

@@ -113,8 +113,9 @@ def test_an_option_the_run_never_reads_is_named_with_what_would_read_it():
 
 
 def test_the_trainer_says_so_at_the_start(tmp_path, tiny_llama, tiny_tokenizer, capsys):
-    from grposcope import GRPOTrainer
     from test_trainer import DATA, text_length, tiny_config
+
+    from grposcope import GRPOTrainer
 
     args = tiny_config(tmp_path, max_steps=1, virtual_sample_alpha=0.7)
     GRPOTrainer(model=tiny_llama, processing_class=tiny_tokenizer, reward_funcs=text_length, train_dataset=DATA,
@@ -135,9 +136,10 @@ def test_new_options_are_checked_before_any_model_loads():
 
 
 def test_soft_overlong_penalty_is_switched_on_by_the_config(tmp_path, tiny_llama, tiny_tokenizer):
+    from test_trainer import DATA, read_lines, text_length, tiny_config
+
     from grposcope import GRPOTrainer
     from grposcope.rewards import make_soft_overlong_penalty
-    from test_trainer import DATA, read_lines, text_length, tiny_config
 
     # free up to 10 - 4 = 6 tokens; 8 tokens: -(8 - 6) / 4 * 0.5 = -0.25; 10 and 12: -0.5
     penalty = make_soft_overlong_penalty(10, 4, factor=0.5)
@@ -152,8 +154,9 @@ def test_soft_overlong_penalty_is_switched_on_by_the_config(tmp_path, tiny_llama
 
 
 def test_kl_in_reward_moves_the_kl_from_the_loss_into_the_reward(tmp_path, tiny_llama, tiny_tokenizer):
-    from grposcope import GRPOTrainer
     from test_trainer import DATA, read_lines, text_length, tiny_config
+
+    from grposcope import GRPOTrainer
 
     args = tiny_config(tmp_path, max_steps=3, beta=0.5, kl_in_reward=True, learning_rate=0.05)
     GRPOTrainer(model=tiny_llama, processing_class=tiny_tokenizer, reward_funcs=text_length, train_dataset=DATA,

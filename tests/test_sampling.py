@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from grposcope.sampling import SAMPLERS, Drawn, make
+from grposcope.sampling import SAMPLERS, ScoredDraw, make
 from grposcope.sampling.budgeted import p_mixed
 
 
@@ -21,11 +21,11 @@ class Synthetic:
         self.calls: list[tuple[list[int], int]] = []
         self.position = 0
 
-    def draw(self, prompts: list[int], n: int) -> Drawn:
+    def draw(self, prompts: list[int], n: int) -> ScoredDraw:
         self.calls.append((list(prompts), n))
         probs = self.p[torch.tensor(prompts)].unsqueeze(1)  # (B, 1)
         rewards = (torch.rand(len(prompts), n, generator=self.gen) < probs).float()  # (B, n)
-        return Drawn(rewards, torch.full((len(prompts), n), 5.0))
+        return ScoredDraw(rewards, torch.full((len(prompts), n), 5.0))
 
     def more(self, count: int) -> list[int]:
         """The data stream: the prompts in order, round and round."""
@@ -41,14 +41,14 @@ class Scripted(Synthetic):
         super().__init__([0.0] * len(outcomes))
         self.outcomes, self.seen = outcomes, {k: 0 for k in outcomes}
 
-    def draw(self, prompts: list[int], n: int) -> Drawn:
+    def draw(self, prompts: list[int], n: int) -> ScoredDraw:
         self.calls.append((list(prompts), n))
         rows = []
         for prompt in prompts:
             script, start = self.outcomes[prompt], self.seen[prompt]
             rows.append([script[(start + j) % len(script)] for j in range(n)])
             self.seen[prompt] += n
-        return Drawn(torch.tensor(rows), torch.full((len(prompts), n), 5.0))
+        return ScoredDraw(torch.tensor(rows), torch.full((len(prompts), n), 5.0))
 
 
 def test_every_sampler_returns_g_samples_per_kept_prompt_that_point_at_what_was_drawn():
@@ -244,8 +244,9 @@ def by_answer(prompts, completions, answer, **kwargs):
 
 
 def test_the_trainer_logs_acr_of_every_group_drawn_under_dynamic(tmp_path, tiny_llama, tiny_tokenizer):
-    from grposcope import GRPOTrainer
     from test_trainer import read_lines, tiny_config
+
+    from grposcope import GRPOTrainer
 
     data = [{"prompt": f"What is {k} ?", "answer": a} for k, a in enumerate(["0"] * 3 + ["1"] * 3 + ["mix"] * 2)]
     args = tiny_config(tmp_path, sampler="dynamic", per_device_train_batch_size=8, gradient_accumulation_steps=4,
@@ -274,8 +275,9 @@ def even_length(prompts, completions, **columns):
     ("budgeted", {"sample_budget": 16, "budget_candidates": 2.0}),
 ])
 def test_every_sampler_trains_the_tiny_model(tmp_path, tiny_llama, tiny_tokenizer, sampler, options):
-    from grposcope import GRPOTrainer
     from test_trainer import DATA, read_lines, tiny_config
+
+    from grposcope import GRPOTrainer
 
     args = tiny_config(tmp_path, sampler=sampler, max_steps=3, save_steps=2, **options)
     trainer = GRPOTrainer(model=tiny_llama, processing_class=tiny_tokenizer, reward_funcs=even_length,
@@ -304,8 +306,9 @@ def odd_answers_fail(prompts, completions, answer, **columns):
 
 def test_a_resumed_budgeted_run_repeats_the_uninterrupted_one(tmp_path, tiny_tokenizer):
     from conftest import make_tiny_llama
-    from grposcope import GRPOTrainer
     from test_trainer import DATA, read_lines, tiny_config
+
+    from grposcope import GRPOTrainer
 
     def trainer(**options):
         args = tiny_config(tmp_path, sampler="budgeted", sample_budget=8, budget_candidates=3.0, max_steps=6,

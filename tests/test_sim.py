@@ -15,8 +15,8 @@ from grposcope.cli import app
 from grposcope.core import advantages
 from grposcope.core.advantages import PoolStats
 from grposcope.sampling import SAMPLERS
-from grposcope.sim import Population, SimConfig, simulate
 from grposcope.sampling.stream import PromptStream
+from grposcope.sim import Population, SimConfig, simulate
 from grposcope.sim.model import completion_lengths
 
 SMALL = {"prompts": 300, "batch_size": 24, "num_generations": 8, "steps": 4}

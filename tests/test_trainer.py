@@ -107,13 +107,13 @@ def test_generation_runs_in_eval_mode_and_updates_in_train_mode(tmp_path, tiny_l
     trainer = GRPOTrainer(model=tiny_llama, processing_class=tiny_tokenizer, reward_funcs=text_length,
                           train_dataset=DATA, args=tiny_config(tmp_path))
     modes = []
-    generate = trainer.rollout.generate
+    generate = trainer.backend.generate
 
     def recording(*args, **kwargs):
         modes.append(trainer.model.training)
         return generate(*args, **kwargs)
 
-    trainer.rollout.generate = recording
+    trainer.backend.generate = recording
     trainer.train()  # 2 steps: the second generation follows an update, which left the model in train mode
     assert modes == [False, False]
 
@@ -151,7 +151,7 @@ def test_seed_example_runs_with_only_the_import_changed(tmp_path, tiny_model_dir
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     dataset = [{"prompt": "What is 2 + 3 ?", "answer": "5"}]
     # --- the seed's example, with its import line changed (and max_steps, to keep the test short) ---
-    from grposcope import GRPOTrainer, GRPOConfig
+    from grposcope import GRPOConfig, GRPOTrainer
     from grposcope.rewards import box_accuracy_reward
     config = GRPOConfig(output_dir="./output", per_device_train_batch_size=1, num_generations=8, temperature=1.0,
                         learning_rate=1e-6, max_completion_length=1024,
@@ -182,6 +182,7 @@ def test_smoke_on_the_embedded_model(tmp_path):
                         max_completion_length=16, max_steps=1, learning_rate=1e-6, dataset_name="arithmetic",
                         dataset_size=4, eval_size=2, logging_steps=1)
     summary = GRPOTrainer(args=config).train()
+    assert summary["eval/accuracy before"] >= 0.0
     line = read_lines(tmp_path / "smoke" / "metrics.jsonl")[0]
     assert line["sampler/samples_generated"] == 4.0  # 2 prompts x 2 completions
     assert line["completion/mean_length"] <= 16 and "collapse/acr" in line

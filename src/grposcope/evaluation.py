@@ -35,6 +35,8 @@ from typing import Any, Callable, Sequence
 import torch
 
 from .data.tasks import is_file_spec
+from .errors import InputTypeError
+from .eval_settings import EvalSettings
 
 Progress = Callable[[int, int], None]  # (prompts done, prompts in total)
 SPLITS = ("eval", "train", "all")
@@ -49,7 +51,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     """
     for name, value in (("n", n), ("c", c), ("k", k)):
         if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"pass_at_k: {name} must be an int, got {type(value).__name__} {value!r}")
+            raise InputTypeError(f"pass_at_k: {name} must be an int, got {type(value).__name__} {value!r}")
     if not 0 <= c <= n:
         raise ValueError(f"pass_at_k: need 0 <= c <= n (correct samples among n), got n={n}, c={c}")
     if not 1 <= k <= n:
@@ -69,37 +71,6 @@ def pass_sizes(k: int) -> list[int]:
         sizes.append(j)
         j *= 2
     return sizes + [k]
-
-
-@dataclass(frozen=True)
-class EvalSettings:
-    """How to evaluate. `num_samples` 0 measures greedy pass@1 only (k times cheaper than sampling k)."""
-
-    max_completion_length: int = 256
-    num_samples: int = 0  # k sampled completions per prompt for avg@k / pass@k
-    temperature: float = 1.0  # sampling only; greedy decoding ignores it
-    top_p: float = 1.0
-    success_threshold: float = 0.5
-    batch_size: int = 16  # prompts per batch; a sampling batch generates batch_size * k sequences at once
-    seed: int = 42  # torch is seeded with seed + (index of the batch's first prompt) before sampling
-
-    def __post_init__(self) -> None:
-        _check_int("max_completion_length", self.max_completion_length, 1, "tokens to generate")
-        _check_int("num_samples", self.num_samples, 0, "sampled completions per prompt; 0 for greedy only")
-        _check_int("batch_size", self.batch_size, 1, "prompts generated at once")
-        if self.num_samples > 0 and not self.temperature > 0:
-            raise ValueError(
-                f"temperature must be > 0 when num_samples > 0, got {self.temperature}: sampling at "
-                "temperature 0 is greedy decoding, which eval/accuracy already measures; set num_samples 0 "
-                "for greedy only, or a temperature such as 1.0"
-            )
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}; 1.0 keeps the whole distribution")
-
-
-def _check_int(name: str, value: Any, low: int, what: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"{name} must be an int >= {low} ({what}), got {value!r}")
 
 
 @dataclass
@@ -162,7 +133,7 @@ def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
 
 def evaluate(
     examples: Sequence[dict[str, Any]],
-    rollout: Any,
+    backend: Any,
     scorer: Any,
     settings: EvalSettings = EvalSettings(),
     *,
@@ -178,14 +149,14 @@ def evaluate(
     if not examples:
         raise ValueError("no examples to evaluate; check the dataset, the split and --limit")
     t0 = time.perf_counter()
-    tokenizer = tokenizer if tokenizer is not None else getattr(rollout, "tokenizer", None)
+    tokenizer = tokenizer if tokenizer is not None else getattr(backend, "tokenizer", None)
     texts = _prompt_texts(examples, tokenizer)
     records: list[dict[str, Any]] = []
     with _forked_rng(settings.num_samples > 0):
         for start in range(0, len(examples), settings.batch_size):
             stop = start + settings.batch_size
             chunk, chunk_texts = examples[start:stop], texts[start:stop]
-            records += _evaluate_batch(chunk, chunk_texts, rollout, scorer, settings, start)
+            records += _evaluate_batch(chunk, chunk_texts, backend, scorer, settings, start)
             if progress is not None:
                 progress(len(records), len(examples))
     overall, levels = summarize(records, settings.num_samples)
@@ -221,12 +192,12 @@ def evaluate_model(
 
 
 def _evaluate_batch(
-    chunk: Sequence[dict], texts: list[str], rollout: Any, scorer: Any, settings: EvalSettings, offset: int
+    chunk: Sequence[dict], texts: list[str], backend: Any, scorer: Any, settings: EvalSettings, offset: int
 ) -> list[dict[str, Any]]:
     """Greedy (and, with k > 0, k sampled) completions of B prompts, scored; one record per prompt."""
     from .rollout import SamplingParams
 
-    greedy = rollout.generate(texts, 1, SamplingParams(settings.max_completion_length, greedy=True))
+    greedy = backend.generate(texts, 1, SamplingParams(settings.max_completion_length, greedy=True))
     greedy_rewards = _score(scorer, chunk, greedy, 1)  # (B,)
     k = settings.num_samples
     sample_rewards = torch.empty(len(chunk), 0)  # (B, 0) without sampling
@@ -235,7 +206,7 @@ def _evaluate_batch(
         # N prompts (--limit) draws the same samples as the first batches of a longer run.
         torch.manual_seed(settings.seed + offset)
         params = SamplingParams(settings.max_completion_length, settings.temperature, settings.top_p)
-        sampled = rollout.generate(texts, k, params)  # rows j*k .. j*k+k-1 belong to prompt j
+        sampled = backend.generate(texts, k, params)  # rows j*k .. j*k+k-1 belong to prompt j
         sample_rewards = _score(scorer, chunk, sampled, k).view(len(chunk), k)  # (B, k)
     threshold = settings.success_threshold
     return [

@@ -10,7 +10,6 @@ PRESETS: dict[str, dict[str, Any]] = {
     "quickstart": {
         "output_dir": "output/quickstart",
         "overwrite_output_dir": True,  # a demo: running it again replaces the last one
-        "model_name_or_path": "embedded:smollm2-135m-instruct",
         "dataset_name": "arithmetic",
         "use_avspo": True,
         "num_generations": 8,

@@ -57,9 +57,9 @@ def post_collapse_rate(advantages: torch.Tensor, tol: float = ZERO_ADVANTAGE_TOL
 def token_entropy(logits: torch.Tensor, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> torch.Tensor:
     """Entropy in nats of the next-token distribution at every position.  logits (N, T, V) -> (N, T).
 
-    H = log S - sum_v e_v (z_v - max z) / S with e = exp(z - max z), S = sum_v e_v, computed `chunk_rows` rows at a time so that no full
-    (N, T, V) softmax or log-softmax is held at once. Differentiable (for an entropy bonus); a measurement
-    alongside log-probs is cheaper with `losses.selective_log_probs(..., with_entropy=True)`.
+    H = log S - sum_v e_v (z_v - max z) / S with e = exp(z - max z), S = sum_v e_v, computed `chunk_rows` rows at a
+    time so that no full (N, T, V) softmax or log-softmax is held at once. Differentiable (for an entropy bonus);
+    a measurement alongside log-probs is cheaper with `losses.selective_log_probs(..., with_entropy=True)`.
     """
 
     def entropy_rows(z: torch.Tensor, _rows: slice) -> torch.Tensor:

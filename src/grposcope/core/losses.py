@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from ._tensors import DEFAULT_CHUNK_ROWS, map_rows, masked_mean, weighted_sum
+from ._tensors import map_rows, masked_mean, weighted_sum
 from .registry import Option, Registry
 
 # Rows of (V,) logits per chunk: 64 x 49152 floats (12 MB) stay near the cache; with 256 rows the forward and

@@ -16,6 +16,8 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, Iterable, Mapping, TypeVar
 
+from ..errors import InputTypeError
+
 T = TypeVar("T")
 
 
@@ -81,7 +83,7 @@ class Registry(Generic[T]):
         try:
             inspect.signature(factory).bind(**params)
         except TypeError as err:
-            raise TypeError(f"{self.kind} {name!r}: {err}; it takes {inspect.signature(factory)}") from None
+            raise InputTypeError(f"{self.kind} {name!r}: {err}; it takes {inspect.signature(factory)}") from None
         return factory(**params)
 
     def build(self, name: str, config: Any) -> T:

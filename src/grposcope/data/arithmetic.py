@@ -19,7 +19,6 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-
 SYSTEM_PROMPT = "You are a calculator. Reply with the equation and its result."
 # Worked examples shown as earlier chat turns. The reply restates the equation before the result: this
 # model computes "3 + 4 = 7" far more often when the equation sits right before the result than when it

@@ -7,10 +7,11 @@ with the assistant's message(s).
 
 from __future__ import annotations
 
-from ..rewards.extract import completion_text  # noqa: F401  (re-exported: one definition)
-
 from collections.abc import Mapping
 from typing import Any
+
+from ..errors import InputTypeError
+from ..rewards.extract import completion_text  # noqa: F401  (re-exported: one definition)
 
 Prompt = str | list[dict[str, str]]
 
@@ -31,7 +32,7 @@ def render_prompt(prompt: Prompt, tokenizer: Any) -> str:
     if isinstance(prompt, str):
         return prompt
     if not is_conversational(prompt):
-        raise TypeError(
+        raise InputTypeError(
             f"a prompt must be a string or a list of {{'role': ..., 'content': ...}} messages, got "
             f"{type(prompt).__name__}: {str(prompt)[:80]!r}; fix the example's 'prompt' column"
         )
@@ -43,7 +44,7 @@ def render_prompt(prompt: Prompt, tokenizer: Any) -> str:
     return tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
 
 
-def prompt_key(prompt: Prompt) -> str:
+def prompt_identity(prompt: Prompt) -> str:
     """A hashable identity for a prompt, so that a prompt that appears twice counts as one (train/eval
     disjointness is judged on this)."""
     if isinstance(prompt, str):

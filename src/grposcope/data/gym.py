@@ -25,6 +25,7 @@ import difflib
 import re
 from typing import Any
 
+from ..errors import InputTypeError
 from .chat import completion_text
 
 DEFAULT_SYSTEM_PROMPT = "default"  # a key of reasoning_gym.utils.SYSTEM_PROMPTS, or the text itself
@@ -174,7 +175,7 @@ def _create(name: str, size: int, seed: int, config: dict[str, Any]) -> Any:
         return reasoning_gym.create_dataset(name, size=size, seed=seed, **config)
     except TypeError as err:
         fields = ", ".join(f for f in DATASETS[name][1].__dataclass_fields__ if f not in ("size", "seed"))
-        raise TypeError(f"reasoning-gym dataset {name!r}: {err}; its config fields are: {fields}") from None
+        raise InputTypeError(f"reasoning-gym dataset {name!r}: {err}; its config fields are: {fields}") from None
 
 
 def _system_text(system_prompt: str | None) -> str | None:

@@ -10,11 +10,11 @@ answer in `\\boxed{}`. Other fields are kept as columns; `level` becomes a strin
 
 from __future__ import annotations
 
-from ..rewards.extract import last_boxed
-
 import json
 import os
 from typing import Any
+
+from ..rewards.extract import last_boxed
 
 DEFAULT_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 

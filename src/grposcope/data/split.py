@@ -10,13 +10,14 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from .chat import prompt_key
+from ..errors import InputTypeError
+from .chat import prompt_identity
 
 
 def resolve_eval_size(eval_size: int | float, total: int) -> int:
     """An eval size given as a count (int) or as a fraction of `total` (float in [0, 1))."""
     if isinstance(eval_size, bool) or not isinstance(eval_size, (int, float)):
-        raise TypeError(
+        raise InputTypeError(
             f"eval_size must be an int (a count) or a float in [0, 1) (a fraction), got {eval_size!r}"
         )
     if isinstance(eval_size, float):
@@ -61,7 +62,7 @@ def _groups_by_level(examples: list[dict[str, Any]]) -> dict[Any, list[list[int]
     group_of: dict[str, list[int]] = {}
     strata: dict[Any, list[list[int]]] = {}
     for i, example in enumerate(examples):
-        key = prompt_key(example["prompt"])
+        key = prompt_identity(example["prompt"])
         if key in group_of:
             group_of[key].append(i)
             continue

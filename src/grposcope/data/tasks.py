@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.registry import Registry
+from ..errors import InputTypeError
 from .arithmetic import build_arithmetic
 from .gym import build_reasoning_gym
 from .jsonl import read_math_jsonl
@@ -75,10 +76,10 @@ def load_task(
         return _from_examples(list(spec), "list", size, seed, eval_size)
     if isinstance(getattr(spec, "column_names", None), dict):  # a DatasetDict: several splits
         splits = list(spec.column_names)
-        raise TypeError(
+        raise InputTypeError(
             f"got a {type(spec).__name__} with splits {splits}; pick one, e.g. data[{splits[0]!r}]"
         )
-    raise TypeError(
+    raise InputTypeError(
         f"cannot load a task from a {type(spec).__name__}; give a task name ({', '.join(TASKS.names())}, "
         "e.g. 'arithmetic' or 'rg:leg_counting'), a .jsonl path, an HF Dataset or a list of dicts"
     )
@@ -143,7 +144,7 @@ def is_file_spec(spec: Any) -> bool:
 
 def _reject_params(params: dict[str, Any], what: str) -> None:
     if params:
-        raise TypeError(
+        raise InputTypeError(
             f"{', '.join(sorted(params))}: not used for {what}; build the examples with the columns you need "
             "instead (only task names take extra parameters)"
         )

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..errors import InputTypeError
+
 # Columns that usually hold the question under another name: the error suggests the mapping.
 _QUESTION_COLUMNS = ("problem", "question", "query", "input", "instruction")
 
@@ -24,7 +26,7 @@ def validate_examples(examples: Sequence[Any], source: str = "dataset") -> list[
     checked = []
     for index, example in enumerate(examples):
         if not isinstance(example, Mapping):
-            raise TypeError(
+            raise InputTypeError(
                 f"{source}: example {index} is a {type(example).__name__}, not a dict; every example must "
                 "be a dict such as {'prompt': 'What is 2 + 3?', 'answer': '5'}"
             )
@@ -42,7 +44,7 @@ def check_prompt(prompt: Any, where: str = "prompt") -> None:
             raise ValueError(f"{where} has an empty prompt; drop the example or give it the question text")
         return
     if not isinstance(prompt, list):
-        raise TypeError(
+        raise InputTypeError(
             f"{where}: 'prompt' is a {type(prompt).__name__}; it must be a string or a list of chat messages "
             "like [{'role': 'user', 'content': 'What is 2 + 3?'}]"
         )
@@ -54,7 +56,7 @@ def check_prompt(prompt: Any, where: str = "prompt") -> None:
 
 def _check_message(message: Any, where: str) -> None:
     if not isinstance(message, Mapping):
-        raise TypeError(
+        raise InputTypeError(
             f"{where} is a {type(message).__name__}; each message must be a dict "
             "{'role': 'user', 'content': '...'}"
         )
@@ -64,7 +66,7 @@ def _check_message(message: Any, where: str) -> None:
             f"{where} has no valid 'role' (got {role!r}); set it to 'system', 'user' or 'assistant'"
         )
     if not isinstance(content, str):
-        raise TypeError(
+        raise InputTypeError(
             f"{where} has a 'content' of type {type(content).__name__}; "
             "it must be a string (the message text)"
         )

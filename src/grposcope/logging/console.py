@@ -133,8 +133,7 @@ class LiveDisplay:
 
     def __init__(self, total_steps: int, start_step: int = 0) -> None:
         from rich.console import Console
-        from rich.progress import (BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn,
-                                   TimeRemainingColumn)
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
         self._progress = _figures_progress(
             TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

@@ -37,6 +37,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from grposcope.errors import InputTypeError, RunError  # noqa: F401  (RunError: the base of RewardFunctionError)
 from grposcope.rewards.builtin import get_reward
 from grposcope.rewards.calling import RESERVED, Batch, CallLog, CallTimeout, call_bounded
 
@@ -46,7 +47,7 @@ ERROR_MODES = ("raise", "zero")  # reward_errors
 _ZERO_HINT = "or set reward_errors='zero' to score such samples 0 and count them in reward/errors"
 
 
-class RewardFunctionError(RuntimeError):
+class RewardFunctionError(RunError):
     """A reward function failed;`function`, `problem` and `index` (None: the whole call) say how."""
 
     def __init__(self, message: str, *, function: str, problem: str, index: int | None) -> None:
@@ -105,7 +106,7 @@ def _resolve(reward_funcs: Any) -> list[Callable]:
         elif callable(item):
             funcs.append(item)
         else:
-            raise TypeError(
+            raise InputTypeError(
                 f"reward_funcs entries must be callables or registered names, got {type(item).__name__} "
                 f"{item!r}; pass e.g. 'accuracy_reward' or a function f(completions, **kwargs)"
             )

@@ -25,6 +25,8 @@ import sys
 import threading
 from pathlib import Path
 
+from grposcope.errors import RunError
+
 logger = logging.getLogger("grposcope")
 
 _WORKER_SCRIPT = str(Path(__file__).with_name("_verify_worker.py"))
@@ -91,7 +93,7 @@ class _Worker:
 
 def _raise_startup_error(ready: dict | None, startup_timeout_s: float) -> None:
     if ready is None:
-        raise RuntimeError(
+        raise RunError(
             f"the math-verify worker process did not start within {startup_timeout_s:.0f} s; "
             "check that `python -c 'import math_verify'` works in this environment and that the machine "
             "is not out of memory"

@@ -10,7 +10,7 @@ Depends on torch only (and core); the trainer and the collapse simulator hand in
 from __future__ import annotations
 
 from ..core.registry import Registry
-from .base import Draw, Drawn, MorePrompts, Sampler, Selection, informative, prompt_key
+from .base import DrawFn, MorePrompts, Sampler, ScoredDraw, Selection, example_key, informative
 
 SAMPLERS: Registry[Sampler] = Registry("sampler")
 
@@ -22,5 +22,5 @@ def make(name: str, **params) -> Sampler:
 
 from . import budgeted, dynamic, fixed, reinforce_ada  # noqa: E402,F401  (register the samplers)
 
-__all__ = ["SAMPLERS", "Draw", "Drawn", "MorePrompts", "Sampler", "Selection", "informative", "make",
-           "prompt_key"]
+__all__ = ["SAMPLERS", "DrawFn", "ScoredDraw", "MorePrompts", "Sampler", "Selection", "informative", "make",
+           "example_key"]

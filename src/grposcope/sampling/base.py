@@ -5,9 +5,9 @@ the collapse simulator) hands it a `draw` function, and it answers which of the 
 is kept in tensors, so that the simulator can run ten thousand prompts a step.
 
 Notation: B prompts handed over, n samples per prompt in one draw, G the group that trains (num_generations),
-B' the prompts that train (B' <= B for samplers that drop collapsed groups), B0 the groups drawn, P_j every reward drawn for prompt j
-this step (its pool, P_j >= G). Samples are numbered across the step's draws: draw d's row r is sample
-offset(d) + r, where offset(d) is the number of samples drawn before it.
+B' the prompts that train (B' <= B for samplers that drop collapsed groups), B0 the groups drawn, P_j every reward
+drawn for prompt j this step (its pool, P_j >= G). Samples are numbered across the step's draws: draw d's row r is
+sample offset(d) + r, where offset(d) is the number of samples drawn before it.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from ..core.advantages import PoolStats
 
 
 @dataclass
-class Drawn:
+class ScoredDraw:
     """n samples of each of B prompts, scored: what `draw(prompts, n)` returns."""
 
     rewards: torch.Tensor  # (B, n) float: sample j of prompt b is row b*n + j of `rows`
@@ -29,7 +29,7 @@ class Drawn:
     rows: Any = None  # the caller's per-sample data (the trainer's Rollout); the sampler never reads it
 
 
-Draw = Callable[[list[Any], int], Drawn]  # (prompts, n) -> n scored samples of each prompt
+DrawFn = Callable[[list[Any], int], ScoredDraw]  # (prompts, n) -> n scored samples of each prompt
 MorePrompts = Callable[[int], list[Any]]  # (count) -> the next prompts of the data stream
 
 
@@ -40,7 +40,7 @@ class Selection:
     prompts: list[Any]  # B' prompts that train
     samples: torch.Tensor  # (B', G) long: the training samples, numbered across `draws` (see the notation)
     rewards: torch.Tensor  # (B', G) their rewards
-    draws: list[Drawn]  # every draw of the step, in order
+    draws: list[ScoredDraw]  # every draw of the step, in order
     pool: PoolStats | None = None  # the pools' mean and std; None: each group is its own pool
     metrics: dict[str, float] = field(default_factory=dict)  # sampler/* accounting
     # (B0, G) the rewards of the groups as first drawn, before the sampler kept, dropped or balanced any:
@@ -58,7 +58,7 @@ class Selection:
         return tokens_generated(self.draws)
 
 
-def tokens_generated(draws: list[Drawn]) -> float:
+def tokens_generated(draws: list[ScoredDraw]) -> float:
     return float(sum(d.lengths.sum().item() for d in draws))
 
 
@@ -73,7 +73,7 @@ class Sampler:
         self.success_threshold = success_threshold
         self.generator = torch.Generator().manual_seed(seed)  # down-sampling, tie-breaking
 
-    def sample(self, prompts: list[Any], draw: Draw, more: MorePrompts, g: int) -> Selection:
+    def sample(self, prompts: list[Any], draw: DrawFn, more: MorePrompts, g: int) -> Selection:
         raise NotImplementedError
 
     def state_dict(self) -> dict[str, Any]:
@@ -83,7 +83,7 @@ class Sampler:
         self.generator.set_state(state["generator"])
 
 
-def prompt_key(prompt: Any) -> Hashable:
+def example_key(prompt: Any) -> Hashable:
     """What identifies a prompt across steps: itself when it is a number or a string (the simulator), else its
     rendered text, else its `prompt` (the trainer's examples)."""
     if isinstance(prompt, (int, str)):
@@ -99,13 +99,13 @@ def informative(rewards: torch.Tensor) -> torch.Tensor:
     return (rewards != rewards[:, :1]).any(dim=1)
 
 
-def sample_numbers(drawn: Drawn, offset: int) -> torch.Tensor:
+def sample_numbers(drawn: ScoredDraw, offset: int) -> torch.Tensor:
     """The step-wide numbers of a draw's samples.  -> (B, n)"""
     b, n = drawn.rewards.shape
     return offset + torch.arange(b * n).view(b, n)
 
 
-def accounting(draws: list[Drawn], kept: torch.Tensor, rounds: float, dropped: int, **extra: float) -> dict:
+def accounting(draws: list[ScoredDraw], kept: torch.Tensor, rounds: float, dropped: int, **extra: float) -> dict:
     """The `sampler/*` metrics every sampler logs (docs/metrics.md). kept (B', G) the training rewards."""
     metrics = {
         "sampler/samples_generated": float(sum(d.rewards.numel() for d in draws)),

@@ -25,9 +25,20 @@ from typing import Any
 
 import torch
 
-from . import SAMPLERS
 from ..core.registry import Option
-from .base import READS, Draw, MorePrompts, Sampler, Selection, accounting, informative, pick, prompt_key, sample_numbers
+from . import SAMPLERS
+from .base import (
+    READS,
+    DrawFn,
+    MorePrompts,
+    Sampler,
+    Selection,
+    accounting,
+    example_key,
+    informative,
+    pick,
+    sample_numbers,
+)
 
 
 def p_mixed(a: torch.Tensor, b: torch.Tensor, g: int) -> torch.Tensor:
@@ -80,7 +91,7 @@ class Budgeted(Sampler):
         """Each prompt's row in the count tensors, new prompts added with no evidence.  -> (N,)"""
         rows = []
         for prompt in prompts:
-            key = prompt_key(prompt)
+            key = example_key(prompt)
             if key not in self.index:
                 self.index[key] = len(self.index)
             rows.append(self.index[key])
@@ -110,7 +121,7 @@ class Budgeted(Sampler):
 
     # --- one step -----------------------------------------------------------------------------------------
 
-    def sample(self, prompts: list[Any], draw: Draw, more: MorePrompts, g: int) -> Selection:
+    def sample(self, prompts: list[Any], draw: DrawFn, more: MorePrompts, g: int) -> Selection:
         want = len(prompts)
         budget = self.budget or want * g
         if budget < g:
@@ -175,4 +186,4 @@ def _distinct(prompts: list[Any]) -> list[Any]:
     """The candidates without repeats (a small dataset comes round again within one step's look-ahead): a
     prompt is drawn at most once per step."""
     seen: set = set()
-    return [p for p in prompts if not (prompt_key(p) in seen or seen.add(prompt_key(p)))]
+    return [p for p in prompts if not (example_key(p) in seen or seen.add(example_key(p)))]

@@ -15,9 +15,10 @@ from typing import Any
 
 import torch
 
-from . import SAMPLERS
 from ..core.registry import Option
-from .base import READS, Draw, MorePrompts, Sampler, Selection, accounting, informative, pick, sample_numbers
+from ..errors import RunError
+from . import SAMPLERS
+from .base import READS, DrawFn, MorePrompts, Sampler, Selection, accounting, informative, pick, sample_numbers
 
 SHORTFALL = ("train", "error")
 
@@ -39,7 +40,7 @@ class Dynamic(Sampler):
             raise ValueError(f"unknown on_shortfall {on_shortfall!r}; known: {', '.join(SHORTFALL)}")
         self.max_gen_batches, self.on_shortfall = max_gen_batches, on_shortfall
 
-    def sample(self, prompts: list[Any], draw: Draw, more: MorePrompts, g: int) -> Selection:
+    def sample(self, prompts: list[Any], draw: DrawFn, more: MorePrompts, g: int) -> Selection:
         want, batch, offset = len(prompts), list(prompts), 0
         draws, kept_prompts, kept_samples, kept_rewards = [], [], [], []
         while True:
@@ -58,7 +59,7 @@ class Dynamic(Sampler):
         kept_prompts = kept_prompts[:want]
         shortfall = want - len(kept_prompts)
         if shortfall and self.on_shortfall == "error":
-            raise RuntimeError(
+            raise RunError(
                 f"dynamic sampling kept {len(kept_prompts)} informative groups of the {want} wanted after "
                 f"{len(draws)} batches (max_gen_batches={self.max_gen_batches}); raise max_gen_batches, make "
                 "the prompts' difficulty fit the model, or set on_shortfall='train'"

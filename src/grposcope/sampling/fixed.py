@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from . import SAMPLERS
-from .base import READS, Draw, MorePrompts, Sampler, Selection, accounting, sample_numbers
+from .base import READS, DrawFn, MorePrompts, Sampler, Selection, accounting, sample_numbers
 
 
 @SAMPLERS.register("fixed", reads=READS)
 class Fixed(Sampler):
-    def sample(self, prompts: list[Any], draw: Draw, more: MorePrompts, g: int) -> Selection:
+    def sample(self, prompts: list[Any], draw: DrawFn, more: MorePrompts, g: int) -> Selection:
         drawn = draw(prompts, g)  # (B, G)
         metrics = accounting([drawn], drawn.rewards, rounds=1, dropped=0)
         return Selection(list(prompts), sample_numbers(drawn, 0), drawn.rewards, [drawn], None, metrics,

@@ -22,9 +22,9 @@ from typing import Any
 import torch
 
 from ..core.advantages import pool_stats
-from . import SAMPLERS
 from ..core.registry import Option
-from .base import READS, Draw, MorePrompts, Sampler, Selection, accounting, pick, sample_numbers
+from . import SAMPLERS
+from .base import READS, DrawFn, MorePrompts, Sampler, Selection, accounting, pick, sample_numbers
 
 EXIT_RULES = ("pos", "balance")
 
@@ -50,7 +50,7 @@ class ReinforceAda(Sampler):
         self.exit_rule, self.round_size, self.max_rounds = exit_rule, round_size, max_rounds
         self.drop_unresolved = drop_unresolved
 
-    def sample(self, prompts: list[Any], draw: Draw, more: MorePrompts, g: int) -> Selection:
+    def sample(self, prompts: list[Any], draw: DrawFn, more: MorePrompts, g: int) -> Selection:
         b, r = len(prompts), self.round_size
         if r * self.max_rounds < g:
             raise ValueError(f"round_size x max_rounds = {r * self.max_rounds} samples cannot fill a group of "

@@ -9,6 +9,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..errors import InputTypeError
+
 
 @dataclass
 class SimConfig:
@@ -71,7 +73,7 @@ class SimConfig:
             raise ValueError("difficulty_std and length_spread must be >= 0")
         for name in ("sampler_options", "estimator_options"):
             if not isinstance(getattr(self, name), dict):
-                raise TypeError(f"{name} must be a dict of keyword arguments, got {getattr(self, name)!r}")
+                raise InputTypeError(f"{name} must be a dict of keyword arguments, got {getattr(self, name)!r}")
 
     @property
     def heldout(self) -> int:

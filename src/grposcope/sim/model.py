@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..sampling import Drawn
+from ..sampling import ScoredDraw
 
 
 @dataclass(frozen=True)
@@ -79,11 +79,11 @@ class Simulated:
     def __init__(self, p: torch.Tensor, generator: torch.Generator, lengths: dict[str, float]) -> None:
         self.p, self.generator, self.lengths = p, generator, lengths  # p (N,)
 
-    def __call__(self, prompts: list[int], n: int) -> Drawn:
+    def __call__(self, prompts: list[int], n: int) -> ScoredDraw:
         probs = self.p[torch.tensor(prompts, dtype=torch.long)]  # (M,)
         correct = torch.rand(len(prompts), n, generator=self.generator) < probs.unsqueeze(1)  # (M, n)
         lengths = completion_lengths(correct, generator=self.generator, **self.lengths)
-        return Drawn(correct.float(), lengths)
+        return ScoredDraw(correct.float(), lengths)
 
 
 def policy_gradient(features: torch.Tensor, p: torch.Tensor, rewards: torch.Tensor,

@@ -20,8 +20,8 @@ import torch
 from ..core import advantages
 from ..core.diagnostics import CollapseMonitor
 from ..sampling import SAMPLERS, Sampler
-from .config import SimConfig
 from ..sampling.stream import PromptStream
+from .config import SimConfig
 from .model import Population, Simulated, make_population, policy_gradient, success_prob
 
 # the generators of one run, each from its own seed, so that e.g. a sampler that draws more samples does not

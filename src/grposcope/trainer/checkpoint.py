@@ -28,6 +28,8 @@ from typing import Any
 
 import torch
 
+from ..errors import UserError
+
 FORMAT = 1
 MANIFEST = "manifest.json"
 STATE = "trainer_state.pt"
@@ -36,7 +38,7 @@ _NAME = re.compile(r"^checkpoint-(\d+)$")
 _TMP_PREFIX = ".tmp-"
 
 
-class CheckpointError(ValueError):
+class CheckpointError(UserError, ValueError):
     """A checkpoint that cannot be resumed from; the message says why and what to do."""
 
 

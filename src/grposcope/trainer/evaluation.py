@@ -23,4 +23,4 @@ def evaluate(trainer: Any, examples: list[dict]) -> dict[str, float]:
         success_threshold=args.success_threshold,
         batch_size=EVAL_BATCH,
     )
-    return run_evaluation(examples, trainer.rollout, trainer.scorer, settings).metrics
+    return run_evaluation(examples, trainer.backend, trainer.scorer, settings).metrics

@@ -100,7 +100,8 @@ def _has_reference(args: Any) -> bool:
 CONDITIONAL: dict[str, tuple[Callable[[Any], bool], str]] = {
     "kl_estimator": (_has_reference, "the KL term and kl/mean, which need a reference policy (beta > 0 or use_peft)"),
     "kl_bound": (_has_reference, "the KL-drift alarm, which needs a reference policy (beta > 0 or use_peft)"),
-    "overlong_penalty_factor": (lambda a: a.overlong_buffer_len > 0, "the soft overlong penalty (overlong_buffer_len > 0)"),
+    "overlong_penalty_factor": (lambda a: a.overlong_buffer_len > 0,
+                                "the soft overlong penalty (overlong_buffer_len > 0)"),
     "num_completions_to_print": (lambda a: a.log_completions, "the completions log (log_completions=True)"),
     **{name: (lambda a: a.use_peft, "LoRA (use_peft=True)")
        for name in ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules")},

@@ -1,4 +1,5 @@
-"""Everything a run needs before its first step: model, data, rewards, estimator, rollout, optimizer, logger.
+"""Everything a run needs before its first step: model, data, rewards, estimator, rollout backend,
+optimizer, logger.
 
 Each piece is looked up once in its registry, from the config; the loop in trainer.py never names one.
 """
@@ -37,7 +38,7 @@ class Run:
     estimator: advantages.AdvantageEstimator
     sampler: Any
     policy_loss: Any  # (logp, old_logp, advantages, mask, **aggregation) -> (loss, metrics)
-    rollout: Any
+    backend: Any  # the rollout backend: generates completions (grposcope.rollout)
     optimizer: torch.optim.Optimizer
     scheduler: Any
     logger_factory: Callable[[int, int], Any]  # (total_steps, resume_step) -> RunLogger
@@ -72,7 +73,7 @@ def build_run(args: GRPOConfig, model, reward_funcs, train_dataset, eval_dataset
     optimizer = torch.optim.AdamW(trainable, lr=args.learning_rate, weight_decay=args.weight_decay, fused=fused)
     steps = total_steps(args, geometry, len(train))
     scheduler = make_scheduler(args, optimizer, steps)
-    rollout = ROLLOUTS.make("transformers", model=model, tokenizer=tokenizer, max_prompt_length=args.max_prompt_length)
+    backend = ROLLOUTS.make("transformers", model=model, tokenizer=tokenizer, max_prompt_length=args.max_prompt_length)
 
     def logger_factory(total: int, resume_step: int) -> RunLogger:
         # resume_step 0: a new run starts metrics.jsonl afresh; N: lines after checkpoint N are dropped
@@ -80,7 +81,7 @@ def build_run(args: GRPOConfig, model, reward_funcs, train_dataset, eval_dataset
                          total_steps=total, logging_steps=args.logging_steps, resume_step=resume_step)
 
     return Run(model, tokenizer, reference_policy(args, model), geometry, PromptStream(train, args.seed),
-               train, evals, scorer, make_estimator(args), make_sampler(args), build(args, "policy_loss"), rollout,
+               train, evals, scorer, make_estimator(args), make_sampler(args), build(args, "policy_loss"), backend,
                optimizer, scheduler, logger_factory)
 
 

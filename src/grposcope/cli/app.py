@@ -1,0 +1,38 @@
+"""The Typer app every command registers on, and what the commands share: the errors they report as one line,
+and the logging set-up."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import typer
+
+from .. import __version__
+from ..errors import UserError
+
+app = typer.Typer(add_completion=False, no_args_is_help=False, help="Measure and fix advantage collapse in GRPO.")
+
+# Reported as `error: <message>` and exit 1: the project's own errors, bad values and files. Anything else is a
+# bug in grposcope (or in a reward function, reported as a UserError) and keeps its traceback.
+USER_ERRORS = (UserError, ValueError, OSError)
+
+
+@app.callback(invoke_without_command=True)
+def main(ctx: typer.Context, version: bool = typer.Option(False, "--version", help="Print the version.")) -> None:
+    if version:
+        typer.echo(f"grposcope {__version__}")
+        raise typer.Exit()
+    if ctx.invoked_subcommand is None:
+        typer.echo(ctx.get_help())
+
+
+def fail(err: BaseException) -> typer.Exit:
+    """Prints `error: <message>` to stderr; raise the returned Exit (exit code 1)."""
+    typer.secho(f"error: {err}", fg="red", err=True)
+    return typer.Exit(1)
+
+
+def _console_logging() -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+

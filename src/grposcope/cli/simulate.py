@@ -1,0 +1,200 @@
+"""`grposcope simulate`: the collapse simulator, to compare samplers and estimators (docs/simulator.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from .app import USER_ERRORS, _console_logging, app, fail
+
+
+def _sim_defaults() -> dict[str, Any]:
+    """SimConfig's defaults, shown in the help (grposcope.sim.config imports no torch: the CLI stays fast)."""
+    from ..sim.config import defaults
+
+    return defaults()
+
+
+_SIM = _sim_defaults()
+_SIM_ERRORS = (*USER_ERRORS, ImportError)  # ImportError: --plot without matplotlib
+
+
+@app.command("simulate")
+def simulate_command(
+    sampler: str = typer.Option(_SIM["sampler"], "--sampler", help="Registered sampler names, comma "
+                                "separated: one run each, at the same seed (the same prompts)."),
+    estimator: str = typer.Option(_SIM["estimator"], "--estimator", help="Registered advantage estimator "
+                                  "names, comma separated (several: every sampler with every estimator)."),
+    prompts: int = typer.Option(_SIM["prompts"], "--prompts", help="Training prompts N."),
+    num_generations: int = typer.Option(_SIM["num_generations"], "--num_generations",
+                                        help="Samples per group G."),
+    steps: int = typer.Option(_SIM["steps"], "--steps", help="Training steps."),
+    batch_size: int = typer.Option(_SIM["batch_size"], "--batch_size", help="Prompts handed to the sampler "
+                                   "per step (B)."),
+    lr: float = typer.Option(_SIM["lr"], "--lr", help="Step size of the REINFORCE update of w."),
+    seed: int = typer.Option(_SIM["seed"], "--seed", help="Seeds the prompts, their order and every draw."),
+    features: int = typer.Option(_SIM["features"], "--features", help="k: length of each prompt's feature "
+                                 "vector and of w."),
+    shared_skill: float = typer.Option(_SIM["shared_skill"], "--shared_skill", help="How much the prompts' "
+                                       "features share one direction (0: nothing in common)."),
+    difficulty_mean: float = typer.Option(_SIM["difficulty_mean"], "--difficulty_mean", help="Mean of the "
+                                          "base logits z_i (lower: harder prompts)."),
+    difficulty_std: float = typer.Option(_SIM["difficulty_std"], "--difficulty_std", help="Std of the base "
+                                         "logits (higher: more prompts near 0% or 100% success)."),
+    heldout_frac: float = typer.Option(_SIM["heldout_frac"], "--heldout_frac", help="Held-out prompts, as a "
+                                       "fraction of N, never trained on."),
+    sampler_options: Optional[str] = typer.Option(None, "--sampler_options", help="key=value pairs, comma "
+                                                  "separated, given to every sampler that takes them "
+                                                  "(reinforce_ada.exit_rule=pos: to that one only)."),
+    estimator_options: Optional[str] = typer.Option(None, "--estimator_options", help="The same, for the "
+                                                    "estimators (e.g. avspo.alpha=0.5)."),
+    output: Path = typer.Option(Path("simulation.json"), "--output", help="Results JSON: config, summary and "
+                                "per-step history of every run."),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Also draw accuracy and informative fraction vs "
+                                        "samples generated (a .png; needs matplotlib)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace existing --output / --plot files."),
+) -> None:
+    """Simulate RLVR training on Bernoulli rewards to compare samplers and estimators (docs/simulator.md)."""
+    options = dict(locals())
+    import json
+
+    _console_logging()
+    try:
+        configs = _sim_configs(options)
+        for path in (output, plot):
+            if path is not None and path.exists() and not overwrite:
+                raise FileExistsError(f"{path} already exists; pass --overwrite to replace it, or choose "
+                                      "another file")
+        if plot is not None:
+            _pyplot()  # a missing matplotlib fails now, not after the runs
+        from ..sim import simulate
+
+        results = [simulate(config) for config in configs]
+        output.write_text(json.dumps({"runs": [r.to_dict() for r in results]}, indent=1) + "\n")
+        if plot is not None:
+            _plot_simulations(results, plot)
+    except _SIM_ERRORS as err:
+        raise fail(err) from None
+    _print_sim_table(results)
+    seconds = sum(r.seconds for r in results)
+    typer.echo(f"{len(results)} run(s) in {seconds:.1f} s; results written to {output}"
+               + (f", plot to {plot}" if plot is not None else ""))
+
+
+def _sim_configs(o: dict[str, Any]) -> list[Any]:
+    """One SimConfig per (sampler, estimator), everything checked before the first run."""
+    from ..core.advantages import ESTIMATORS
+    from ..sampling import SAMPLERS
+    from ..sim import SimConfig
+
+    samplers, estimators = _names(o["sampler"], "--sampler"), _names(o["estimator"], "--estimator")
+    sampler_opts = _route_options(o["sampler_options"], samplers, SAMPLERS, "--sampler_options")
+    estimator_opts = _route_options(o["estimator_options"], estimators, ESTIMATORS, "--estimator_options")
+    shared = {key: o[key] for key in ("prompts", "num_generations", "steps", "batch_size", "lr", "seed",
+                                      "features", "shared_skill", "difficulty_mean", "difficulty_std",
+                                      "heldout_frac")}
+    return [SimConfig(sampler=s, estimator=e, sampler_options=sampler_opts[s],
+                      estimator_options=estimator_opts[e], **shared) for s in samplers for e in estimators]
+
+
+def _names(text: str, flag: str) -> list[str]:
+    names = list(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))  # in order, once each
+    if not names:
+        raise ValueError(f"{flag} needs at least one name")
+    return names
+
+
+def _route_options(text: str | None, names: list[str], registry: Any, flag: str) -> dict[str, dict[str, Any]]:
+    """`key=value,name.key=value` -> each name's keyword arguments. An unscoped key goes to every name whose
+    factory takes it, and must fit at least one; values are read as JSON (5, true, null), else as text."""
+    import json
+
+    routed: dict[str, dict[str, Any]] = {name: {} for name in names}
+    for item in (part.strip() for part in (text or "").split(",")):
+        if not item:
+            continue
+        key, eq, raw = item.partition("=")
+        if not eq or not key.strip():
+            raise ValueError(f"{flag}: cannot read {item!r}; write key=value, e.g. exit_rule=pos")
+        scope, dot, key = key.strip().rpartition(".")
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw.strip()
+        if dot and scope not in routed:
+            raise ValueError(f"{flag}: {scope!r} is not one of the runs' names ({', '.join(names)})")
+        targets = [scope] if dot else [n for n in names if registry.takes(n, key)]
+        if not targets:
+            raise ValueError(f"{flag}: none of {', '.join(names)} takes an option {key!r}")
+        for name in targets:
+            routed[name][key] = value
+    return routed
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+    except ImportError:
+        raise ImportError("--plot needs matplotlib: pip install matplotlib (or grposcope[bench])") from None
+    matplotlib.use("Agg")  # files only: no display needed
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _run_label(result: Any) -> str:
+    return f"{result.config.sampler} + {result.config.estimator}"
+
+
+def _plot_simulations(results: list[Any], path: Path) -> None:
+    """Accuracy (training set, solid; held-out, dotted) and informative fraction against samples generated."""
+    plt = _pyplot()
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
+    for r in results:
+        x = r.history["samples_total"]
+        (line,) = top.plot(x, r.history["accuracy"], label=_run_label(r))
+        top.plot(x, r.history["heldout_accuracy"], linestyle=":", color=line.get_color())
+        bottom.plot(x, r.history["sampler/informative_frac"], color=line.get_color(), linewidth=0.8)
+    top.set_ylabel("accuracy (mean p; dotted: held-out)")
+    bottom.set_ylabel("informative fraction of kept groups")
+    bottom.set_xlabel("samples generated")
+    top.legend()
+    c = results[0].config
+    fig.suptitle(f"grposcope simulate: N={c.prompts}, G={c.num_generations}, B={c.batch_size}, seed={c.seed}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _print_sim_table(results: list[Any]) -> None:
+    """One row per run: what it spent, how much of it was informative, and where accuracy went. The
+    estimator gets a column only when the runs differ in it."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    c, s0 = results[0].config, results[0].summary
+    estimators = list(dict.fromkeys(r.config.estimator for r in results))
+    one_estimator = "" if len(estimators) > 1 else f", {c.estimator}"
+    table = Table(title=f"simulated RLVR: {c.prompts} prompts, G={c.num_generations}, B={c.batch_size}, "
+                        f"{c.steps} steps, seed {c.seed}{one_estimator}; accuracy starts at "
+                        f"{s0['initial_accuracy']:.3f}",
+                  box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
+    headers = ["sampler"] + (["estimator"] if len(estimators) > 1 else []) + [
+        "samples\n/step", "inform.\nfrac", "acr", "acr_post", "inform.\ngrp/1k", "final\naccuracy",
+        "held-out\naccuracy"]
+    for header in headers:
+        table.add_column(header, justify="left" if header in ("sampler", "estimator") else "right",
+                         no_wrap=True)
+    for r in results:
+        s = r.summary
+        table.add_row(r.config.sampler, *([r.config.estimator] if len(estimators) > 1 else []),
+                      f"{s['samples_per_step']:.0f}", f"{s['informative_frac']:.3f}", f"{s['acr']:.3f}",
+                      f"{s['acr_post']:.3f}", f"{s['informative_groups_per_1k_samples']:.1f}",
+                      f"{s['final_accuracy']:.3f}", f"{s['final_heldout_accuracy']:.3f}")
+    console = Console()
+    if not console.is_terminal:  # a pipe, a log file, a test: rich's 80 columns would cut the numbers
+        console = Console(width=120)
+    console.print(table)

@@ -1,0 +1,70 @@
+"""`grposcope train`: the quickstart preset, a YAML config, and any GRPOConfig option as --name value."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+import typer.core
+
+from .app import USER_ERRORS, _console_logging, app, fail
+from .options import coerce_all, parse_overrides, read_yaml
+
+
+class _TrainCommand(typer.core.TyperCommand):
+    """`train`, whose --help ends with every component's options; built only when help is shown, because it
+    imports the registries (and torch)."""
+
+    @property
+    def epilog(self) -> str:
+        from ..trainer.options import options_help
+
+        return options_help()
+
+    @epilog.setter
+    def epilog(self, value: Any) -> None:
+        pass
+
+
+@app.command(cls=_TrainCommand, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def train(
+    ctx: typer.Context,
+    config: Optional[Path] = typer.Option(None, "--config", help="A YAML file of GRPOConfig options."),
+    preset_name: Optional[str] = typer.Option(None, "--preset", help="A named preset (default with no arguments: "
+                                              "quickstart)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue from the newest complete checkpoint in output_dir."),
+) -> None:
+    """Train with GRPO. Any GRPOConfig option can be given as --name value (see docs/usage.md)."""
+    from ..presets import preset
+    from ..trainer import GRPOConfig, GRPOTrainer
+
+    _console_logging()
+    args = None
+    try:
+        overrides = parse_overrides(ctx.args)
+        values: dict[str, Any] = {}
+        if preset_name or (config is None and not overrides):
+            values.update(preset(preset_name or "quickstart"))
+        if config is not None:
+            values.update(read_yaml(config))
+        values.update(overrides)
+        if resume:
+            values["resume_from_checkpoint"] = True
+        args = GRPOConfig.from_dict(coerce_all(values))
+        GRPOTrainer(args=args).train()
+    except USER_ERRORS as err:
+        exit_ = fail(err)
+        _say_how_to_resume(args)
+        raise exit_ from None
+
+
+def _say_how_to_resume(args: Any) -> None:
+    """After a failed run: where its last checkpoint is, so that no step done so far is lost."""
+    if args is None:
+        return
+    from ..trainer.checkpoint import latest_checkpoint
+
+    last = latest_checkpoint(args.output_dir)
+    if last is not None:
+        typer.echo(f"the run's last checkpoint is {last}; once fixed, continue it by adding --resume", err=True)

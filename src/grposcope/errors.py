@@ -1,0 +1,25 @@
+"""grposcope's own error classes: a problem with what the user gave, whose message names it and the fix.
+
+The CLI prints these (and ValueError, OSError) as one line and exits 1; any other exception is a bug and keeps
+its traceback. Each class also derives from the built-in a caller would catch (TypeError for a value of the
+wrong kind, RuntimeError for a run that cannot go on), so that `except TypeError` keeps working.
+"""
+
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """Base: what the user gave (options, data, files, reward functions, the run's state) cannot work."""
+
+
+class InputTypeError(UserError, TypeError):
+    """An option or a data field of the wrong kind (a dict where a string belongs, an unknown keyword)."""
+
+
+class RunError(UserError, RuntimeError):
+    """The run cannot go on as configured (a sampler found too few informative groups, a reward function
+    failed, a helper process did not start)."""
+
+
+class NonFiniteError(UserError, FloatingPointError):
+    """The updates kept turning NaN or inf (too high a learning rate, huge rewards)."""
