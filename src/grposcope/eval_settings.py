@@ -9,6 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+# Prompts longer than this many tokens keep their last ones, in training (GRPOConfig) and in `grposcope eval`
+MAX_PROMPT_LENGTH = 512
+
 
 @dataclass(frozen=True)
 class EvalSettings:

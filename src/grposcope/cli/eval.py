@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 import typer
 
-from ..eval_settings import EvalSettings
+from ..eval_settings import MAX_PROMPT_LENGTH, EvalSettings
 from .app import USER_ERRORS, _console_logging, app, fail
 
 _DEFAULT = EvalSettings()  # the defaults of the options below
@@ -31,8 +31,8 @@ def eval_command(
     top_p: float = typer.Option(_DEFAULT.top_p, "--top_p", help="Nucleus sampling mass, in (0, 1]."),
     max_completion_length: int = typer.Option(_DEFAULT.max_completion_length, "--max_completion_length",
                                               help="Tokens generated at most per completion."),
-    max_prompt_length: int = typer.Option(512, "--max_prompt_length", help="Longer prompts keep their last "
-                                          "tokens (as in training); 0 = no limit."),
+    max_prompt_length: int = typer.Option(MAX_PROMPT_LENGTH, "--max_prompt_length", help="Longer prompts keep "
+                                          "their last tokens (as in training); 0 = no limit."),
     reward_funcs: Optional[str] = typer.Option(None, "--reward_funcs", help="Registered reward names, comma "
                                                "separated. Default: the task's (box_accuracy_reward for a "
                                                ".jsonl file)."),

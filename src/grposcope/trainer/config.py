@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.losses import KL_ESTIMATORS
+from ..eval_settings import MAX_PROMPT_LENGTH
 from ..models.loading import DEFAULT_MODEL
 from ..rewards.scorer import ERROR_MODES
 from .options import FAMILIES, checked_entries, with_component_options
@@ -118,7 +119,7 @@ class GRPOConfig:
     """Passes over the training prompts (used when max_steps is -1)."""
 
     # --- generation ---------------------------------------------------------------------------------------
-    max_prompt_length: int | None = 512
+    max_prompt_length: int | None = MAX_PROMPT_LENGTH
     """Prompts longer than this many tokens are cut from the left (None: never)."""
     max_completion_length: int = 256
     """Tokens generated per completion at most; a completion that reaches it without EOS is "truncated"."""
