@@ -22,7 +22,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-BASE = ["--max_steps", "3", "--max_completion_length", "16", "--eval_size", "8", "--seed", "3",
+BASE = ["--max_steps", "3", "--max_completion_length", "24", "--eval_size", "8", "--seed", "3",
+        "--dataset_name", "arithmetic:easy,medium",  # prompts the model sometimes solves: mixed groups
         "--torch_threads", "1", "--logging_steps", "1", "--learning_rate", "2e-5", "--lr_scheduler_type", "constant",
         "--num_generations", "4", "--per_device_train_batch_size", "8", "--overwrite_output_dir", "true"]
 CONFIGS = {
