@@ -29,8 +29,8 @@ from pathlib import Path
 
 METHODS = {
     "grpo": ["--use_avspo", "false", "--advantage_estimator", "grpo"],
-    "avspo": [],  # the preset: AVSPO as the paper has it
-    "avspo_guard": ["--all_wrong_max_share", "0.5"],
+    "avspo": ["--all_wrong_max_share", "none"],  # AVSPO as the paper has it
+    "avspo_guard": ["--all_wrong_max_share", "0.5"],  # the preset (and the default since the guard was measured)
 }
 # runs whose method the current code no longer has; their folders stay and are reported beside the others
 RETIRED = {

@@ -140,7 +140,7 @@ def test_avspo_estimator_reproduces_worked_example():
     # 5 groups of 8: one all wrong, four mixed -> ACR 0.2 = signal on step 1 > tau 0.1 -> K = 4
     rewards = torch.zeros(5, 8)
     rewards[1:, 0] = 1.0
-    est = advantages.make("avspo", tau_init=0.1)
+    est = advantages.make("avspo", all_wrong_max_share=None, tau_init=0.1)
     out = est(rewards)
     close(out.advantages[0], [-0.5920836] * 8)
     # mixed groups keep their grpo advantages: mean 0.125, std_unb = sqrt((0.875^2 + 7 * 0.125^2) / 7)
@@ -157,13 +157,13 @@ def test_avspo_estimator_reproduces_worked_example():
 def test_avspo_does_not_trigger_below_threshold():
     rewards = torch.zeros(5, 8)
     rewards[1:, 0] = 1.0  # ACR 0.2 <= tau 0.5
-    out = advantages.make("avspo")(rewards)
+    out = advantages.make("avspo", all_wrong_max_share=None)(rewards)
     close(out.advantages[0], [0.0] * 8)
     assert out.metrics["avspo/frac_groups_augmented"] == 0.0 and out.metrics["avspo/k_mean"] == 0.0
 
 
 def test_avspo_adaptive_threshold_hand_computed():
-    est = advantages.make("avspo")  # tau 0.5, eta 0.01, both EMAs 0.9
+    est = advantages.make("avspo", all_wrong_max_share=None)  # tau 0.5, eta 0.01, both EMAs 0.9
     collapsed, mixed = torch.zeros(2, 2), torch.tensor([[1.0, 0.0], [1.0, 0.0]])
     # step 1: ACR 1 -> signal 1; J = 0; no previous J, tau stays 0.5
     assert est(collapsed).metrics["avspo/tau"] == pytest.approx(0.5)
@@ -181,11 +181,12 @@ def test_avspo_adaptive_threshold_hand_computed():
 
 
 def test_avspo_fixed_threshold_and_clipping():
-    est = advantages.make("avspo", adaptive_threshold=False)
+    est = advantages.make("avspo", all_wrong_max_share=None, adaptive_threshold=False)
     for r in (torch.zeros(2, 2), torch.tensor([[1.0, 0.0]] * 2), torch.zeros(2, 2)):
         est(r)
     assert est.tau == 0.5
-    est = advantages.make("avspo", tau_init=0.1, eta=1.0)  # eta 1 jumps straight to the signal, then clips
+    # eta 1 jumps straight to the signal, then clips
+    est = advantages.make("avspo", all_wrong_max_share=None, tau_init=0.1, eta=1.0)
     est(torch.zeros(2, 2))  # signal 1, J = 0
     est(torch.ones(2, 2))  # signal 1, J = 0.1 rose: tau = 0.1 + 1 * (1 - 0.1) = 1 -> clipped to 0.9
     assert est.tau == pytest.approx(0.9)
@@ -194,10 +195,10 @@ def test_avspo_fixed_threshold_and_clipping():
 def test_avspo_state_round_trip_continues_identically():
     torch.manual_seed(0)
     batches = [(torch.rand(4, 4) < 0.2).float() for _ in range(10)]
-    straight = advantages.make("avspo", strategy="uniform", tau_init=0.1, seed=7)
+    straight = advantages.make("avspo", all_wrong_max_share=None, strategy="uniform", tau_init=0.1, seed=7)
     for r in batches[:5]:
         straight(r)
-    resumed = advantages.make("avspo", strategy="uniform", tau_init=0.1, seed=999)
+    resumed = advantages.make("avspo", all_wrong_max_share=None, strategy="uniform", tau_init=0.1, seed=999)
     resumed.load_state_dict(straight.state_dict())
     for r in batches[5:]:
         a, b = straight(r), resumed(r)

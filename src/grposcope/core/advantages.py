@@ -257,7 +257,8 @@ AVSPO_OPTIONS = (
     Option("all_wrong_max_share", "AVSPO guard (grposcope's; docs/algorithms.md, \"When it hurts\"): the largest "
            "share W / (W + R) of advantage mass that augmented all-wrong groups (W) may carry against the step's "
            "mixed groups (R). Above it their advantages are scaled down, so beside no mixed group they make no "
-           "update, as under GRPO. None: the paper's AVSPO, unbounded."),
+           "update, as under GRPO. 0.5 (the default, from 5 seeds at two learning rates): never more than the "
+           "mixed groups. None: the paper's AVSPO, unbounded."),
     *STD_OPTIONS,
 )
 
@@ -289,7 +290,7 @@ class AVSPO(AdvantageEstimator):
         reward_range: tuple[float, float] = (0.0, 1.0),
         r_anchor: float = 0.1,
         r_partial: float = 0.5,
-        all_wrong_max_share: float | None = None,
+        all_wrong_max_share: float | None = 0.5,
         success_threshold: float = 0.5,
         unbiased: bool = True,
         eps: float = DEFAULT_EPS,
