@@ -80,10 +80,13 @@ def test_an_update_moves_log_probs_the_way_the_advantages_ask(tmp_path, tiny_lla
 
 
 def test_collapsed_rewards_give_acr_1_and_avspo_rescues_them(tmp_path, tiny_llama, tiny_tokenizer):
-    for use_avspo, expected_post in ((False, 1.0), (True, 0.0)):
-        base = tmp_path / f"avspo-{use_avspo}"
+    # GRPO: nothing reaches the loss; the paper's AVSPO: every group gets virtual samples; the guard (the
+    # default): an all-wrong batch beside no mixed group is left alone, as under GRPO
+    for use_avspo, guard, expected_post in ((False, 0.5, 1.0), (True, None, 0.0), (True, 0.5, 1.0)):
+        base = tmp_path / f"avspo-{use_avspo}-{guard}"
+        args = tiny_config(base, use_avspo=use_avspo, all_wrong_max_share=guard, max_steps=1)
         trainer = GRPOTrainer(model=tiny_llama, processing_class=tiny_tokenizer, reward_funcs=always_zero,
-                              train_dataset=DATA, args=tiny_config(base, use_avspo=use_avspo, max_steps=1))
+                              train_dataset=DATA, args=args)
         trainer.train()
         line = read_lines(base / "run" / "metrics.jsonl")[-1]
         assert line["collapse/acr"] == 1.0 and line["reward/mean"] == 0.0
@@ -172,8 +175,10 @@ def test_strict_format_collapse_all_wrong_batch():
     assert rewards.sum() == 0
     grpo = make_estimator(GRPOConfig())(rewards)
     assert torch.equal(grpo.advantages, torch.zeros(1, 8))  # the collapse: no gradient at all
-    avspo = make_estimator(GRPOConfig(use_avspo=True))(rewards)
-    assert (avspo.advantages < 0).all()  # AVSPO turns the same batch into a push away from these answers
+    avspo = make_estimator(GRPOConfig(use_avspo=True, all_wrong_max_share=None))(rewards)
+    assert (avspo.advantages < 0).all()  # the paper's AVSPO turns the same batch into a push away from them
+    guarded = make_estimator(GRPOConfig(use_avspo=True))(rewards)
+    assert torch.equal(guarded.advantages, torch.zeros(1, 8))  # the guard: no mixed group, no push
 
 
 @pytest.mark.embedded

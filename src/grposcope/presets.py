@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 PRESETS: dict[str, dict[str, Any]] = {
-    # The embedded SmolLM2-135M-Instruct on the arithmetic task, AVSPO on, on the CPU: a whole run,
-    # with held-out accuracy before and after, in a few minutes on 2 cores.
+    # The embedded SmolLM2-135M-Instruct on the arithmetic task, AVSPO on (with its guard, the default), on the
+    # CPU: a whole run, with held-out accuracy before and after, in a few minutes on 2 cores.
     "quickstart": {
         "output_dir": "output/quickstart",
         "overwrite_output_dir": True,  # a demo: running it again replaces the last one
