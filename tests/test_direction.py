@@ -17,21 +17,25 @@ def completion_logp(model, ids: torch.Tensor) -> torch.Tensor:
     return losses.selective_log_probs(logits, ids[:, PROMPT:])
 
 
-@pytest.mark.parametrize("aggregation", losses.AGGREGATIONS)
-@pytest.mark.parametrize("sign", [1.0, -1.0])
-def test_one_sgd_step_follows_the_advantage(tiny_llama, aggregation, sign):
+def logp_change_after_one_sgd_step(model, loss_fn, sign: float, **aggregation) -> float:
+    """One completion with advantage `sign`, one SGD step (lr 0.5) on `loss_fn`'s loss, on-policy; returns how
+    far the completion's summed log-prob moved."""
     ids = torch.randint(0, 64, (1, PROMPT + COMPLETION), generator=torch.Generator().manual_seed(0))
     mask = torch.ones(1, COMPLETION)
-    before = completion_logp(tiny_llama, ids)
-    loss, _ = losses.policy_loss(
-        before, before.detach(), torch.tensor([sign]), mask,
-        aggregation=aggregation, max_completion_length=COMPLETION,
-    )
-    optimizer = torch.optim.SGD(tiny_llama.parameters(), lr=0.5)
+    before = completion_logp(model, ids)
+    loss, _ = loss_fn(before, before.detach(), torch.tensor([sign]), mask, **aggregation)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
     loss.backward()
     optimizer.step()
     with torch.no_grad():
-        change = (completion_logp(tiny_llama, ids) - before.detach()).sum().item()
+        return (completion_logp(model, ids) - before.detach()).sum().item()
+
+
+@pytest.mark.parametrize("aggregation", losses.AGGREGATIONS)
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_one_sgd_step_follows_the_advantage(tiny_llama, aggregation, sign):
+    change = logp_change_after_one_sgd_step(tiny_llama, losses.policy_loss, sign, aggregation=aggregation,
+                                            max_completion_length=COMPLETION)
     assert sign * change > 1e-3, f"log-prob changed by {change:+.5f} for advantage {sign:+}"
 
 

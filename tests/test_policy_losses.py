@@ -78,18 +78,10 @@ def test_the_registry_builds_them_and_bad_bounds_are_refused():
 @pytest.mark.parametrize("name", ["gspo", "cispo"])
 @pytest.mark.parametrize("sign", [1.0, -1.0])
 def test_one_sgd_step_on_the_tiny_llama_follows_the_advantage(tiny_llama, name, sign):
-    from test_direction import COMPLETION, PROMPT, completion_logp
+    from test_direction import logp_change_after_one_sgd_step
 
-    ids = torch.randint(0, 64, (1, PROMPT + COMPLETION), generator=torch.Generator().manual_seed(0))
-    mask = torch.ones(1, COMPLETION)
-    before = completion_logp(tiny_llama, ids)
-    loss, _ = losses.POLICY_LOSSES.make(name)(before, before.detach(), torch.tensor([sign]), mask,
-                                              aggregation="seq_mean_token_mean")
-    optimizer = torch.optim.SGD(tiny_llama.parameters(), lr=0.5)
-    loss.backward()
-    optimizer.step()
-    with torch.no_grad():
-        change = (completion_logp(tiny_llama, ids) - before.detach()).sum().item()
+    change = logp_change_after_one_sgd_step(tiny_llama, losses.POLICY_LOSSES.make(name), sign,
+                                            aggregation="seq_mean_token_mean")
     assert sign * change > 1e-3, f"log-prob changed by {change:+.5f} for advantage {sign:+}"
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 
 from ._tensors import masked_mean
-from .losses import POLICY_LOSSES, aggregate
+from .losses import POLICY_LOSSES, aggregate, per_sequence
 from .registry import Option
 
 
@@ -37,9 +37,7 @@ def cispo_loss(
     `loss/policy`; `clip/low_frac` / `clip/high_frac`, the share of real tokens whose weight was capped below
     or above (they still give a gradient).
     """
-    adv = advantages.reshape(-1, 1).to(logp.dtype)  # (N, 1)
-    if adv.shape[0] != logp.shape[0]:
-        raise ValueError(f"{adv.shape[0]} advantages for {logp.shape[0]} sequences")
+    adv = per_sequence(advantages, logp)  # (N, 1)
     real = mask.bool()
     zero = torch.zeros_like(logp)
     ratio = torch.exp(torch.where(real, logp - old_logp, zero)).detach()  # (N, T), 1 on padding

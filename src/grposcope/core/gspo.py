@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 
 from ._tensors import masked_mean
-from .losses import POLICY_LOSSES, aggregate
+from .losses import POLICY_LOSSES, aggregate, per_sequence
 from .registry import Option
 
 
@@ -36,9 +36,7 @@ def gspo_loss(
     Metrics: `loss/policy`; `clip/low_frac` / `clip/high_frac`, the share of real tokens in sequences whose
     ratio was clipped (they give no gradient); `gspo/ratio_mean`, the mean sequence ratio.
     """
-    adv = advantages.reshape(-1, 1).to(logp.dtype)  # (N, 1)
-    if adv.shape[0] != logp.shape[0]:
-        raise ValueError(f"{adv.shape[0]} advantages for {logp.shape[0]} sequences")
+    adv = per_sequence(advantages, logp)  # (N, 1)
     real = mask.bool()
     zero = torch.zeros_like(logp)
     log_ratio = torch.where(real, logp - old_logp, zero)  # (N, T), 0 on padding

@@ -80,6 +80,15 @@ class _LogSumExpAndEntropy(torch.autograd.Function):
         return grad_lse.unsqueeze(-1) * torch.exp(z - lse.unsqueeze(-1))  # (rows, V)
 
 
+def per_sequence(advantages: torch.Tensor, logp: torch.Tensor) -> torch.Tensor:
+    """One advantage per sequence, as a column to broadcast over its tokens.  (N,) or (B, G), logp (N, T) -> (N, 1)
+    (B, G) advantages are flattened row by row: sequence n = j * G + i."""
+    adv = advantages.reshape(-1, 1).to(logp.dtype)  # (N, 1)
+    if adv.shape[0] != logp.shape[0]:
+        raise ValueError(f"{adv.shape[0]} advantages for {logp.shape[0]} sequences")
+    return adv
+
+
 def aggregate(
     per_token: torch.Tensor,
     mask: torch.Tensor,
@@ -134,9 +143,7 @@ def policy_loss(
     """
     if dual_clip is not None and dual_clip <= 1.0:
         raise ValueError(f"dual_clip must be > 1 (3 is usual), got {dual_clip}")
-    adv = advantages.reshape(-1, 1).to(logp.dtype)  # (N, 1), broadcast over tokens
-    if adv.shape[0] != logp.shape[0]:
-        raise ValueError(f"{adv.shape[0]} advantages for {logp.shape[0]} sequences")
+    adv = per_sequence(advantages, logp)  # (N, 1), broadcast over tokens
     real = mask.bool()
     # Padding gets ratio 1 before the exp: whatever logp holds there can neither overflow nor send a NaN
     # back through the gradient.
