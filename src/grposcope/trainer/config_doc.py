@@ -14,6 +14,19 @@ from pathlib import Path
 BEGIN, END = "<!-- config-table:begin -->", "<!-- config-table:end -->"
 
 
+def field_docs() -> dict[str, str]:
+    """GRPOConfig's run-wide fields and their docstrings, read from config.py (the one place they are written),
+    for the options table and for configs that reuse a field (the TRL integration's)."""
+    source = (Path(__file__).parent / "config.py").read_text()
+    cls = next(n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == "GRPOConfig")
+    docs = {}
+    for node, after in zip(cls.body, cls.body[1:] + [None]):
+        if isinstance(node, ast.AnnAssign):
+            has_doc = isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
+            docs[node.target.id] = " ".join(after.value.value.split()) if has_doc else ""
+    return docs
+
+
 def config_table() -> str:
     import dataclasses
 

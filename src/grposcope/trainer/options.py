@@ -58,14 +58,24 @@ def declared() -> dict[str, Declared]:
     return out
 
 
-def with_component_options(cls: type) -> type:
+def with_component_options(cls: type, entries: dict[str, tuple[str, ...] | None] | None = None,
+                           shared: tuple[str, ...] = ()) -> type:
     """The dataclass `cls` with one more field per declared component option, so that a component's options
-    are set like any other (GRPOConfig(virtual_sample_alpha=0.3), YAML, --virtual_sample_alpha 0.3)."""
+    are set like any other (GRPOConfig(virtual_sample_alpha=0.3), YAML, --virtual_sample_alpha 0.3).
+    `entries`: {family: the entries whose options to add, or None for all}, by default every family's all;
+    `shared`: fields `cls` already has that mean what the option means (TRL's scale_rewards), which stay as
+    they are. Any other clash is an error."""
+    entries = {family: None for family in FAMILIES} if entries is None else entries
     own = {f.name for f in dataclasses.fields(cls)}
     fields = []
     for field, option in declared().items():
+        if option.family not in entries or field in shared:
+            continue
+        wanted = entries[option.family]
+        if wanted is not None and not set(option.entries) & set(wanted):
+            continue
         if field in own:
-            raise TypeError(f"component option {field!r} clashes with the run-wide GRPOConfig field of that name")
+            raise TypeError(f"component option {field!r} clashes with the run-wide {cls.__name__} field of that name")
         mutable = isinstance(option.default, (list, dict, set))
         spec = dataclasses.field(default_factory=lambda d=option.default: type(d)(d)) if mutable else \
             dataclasses.field(default=option.default)

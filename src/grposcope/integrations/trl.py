@@ -1,0 +1,259 @@
+"""grposcope inside TRL: swap one import line and keep TRL's vLLM rollouts and DeepSpeed / FSDP.
+
+    from grposcope.integrations.trl import GRPOTrainer, GRPOConfig   # instead of: from trl import ...
+    config = GRPOConfig(output_dir="out", num_generations=8, use_avspo=True, sampler="dynamic")
+    GRPOTrainer(model=model, args=config, reward_funcs=my_reward, train_dataset=dataset).train()
+
+What the subclass changes in TRL's `GRPOTrainer` (docs/integrations.md):
+- each training generation goes through a grposcope sampler ("fixed": TRL's own batch; "dynamic": DAPO's
+  dynamic sampling, arXiv 2503.14476, with refill: collapsed groups are replaced by new prompts' groups);
+- the advantages come from the chosen grposcope estimator on the gathered (B, G) rewards, computed the same on
+  every process (AVSPO's state stays in sync) and saved in TRL's checkpoints;
+- the ACR family, the alarms, and the estimator's and sampler's metrics join TRL's own (`self._metrics`), so
+  they reach W&B, TensorBoard and `trainer.state.log_history` with TRL's `reward` and `kl`.
+Everything else (generation, reward calls, the loss, `frac_reward_zero_std`) is TRL's.
+
+TRL has no advantage hook in the tested versions, so this overrides private methods; the import refuses a TRL
+outside the tested range (GRPOSCOPE_ALLOW_UNTESTED_TRL=1 lets it try) and checks that they exist.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import statistics
+from typing import Any
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+TRL_TESTED = SpecifierSet(">=1.16,<1.17")
+OVERRIDDEN = ("_generate_and_score_completions", "_calculate_rewards", "_save_checkpoint",
+              "_load_optimizer_and_scheduler", "log")
+ALLOW_UNTESTED = "GRPOSCOPE_ALLOW_UNTESTED_TRL"
+
+
+def check_trl(version: str | None = None) -> None:
+    """Refuses a TRL release outside the tested range, whose private methods this module may not match."""
+    try:
+        version = version or importlib.metadata.version("trl")
+    except importlib.metadata.PackageNotFoundError:
+        raise ImportError("grposcope.integrations.trl needs TRL: pip install 'trl>=1.16,<1.17'") from None
+    if Version(version) not in TRL_TESTED and os.environ.get(ALLOW_UNTESTED) != "1":
+        raise ImportError(
+            f"grposcope.integrations.trl is tested with TRL {TRL_TESTED} and this is TRL {version}: install "
+            f"'trl{TRL_TESTED}', or set {ALLOW_UNTESTED}=1 to try this one (it overrides TRL's private methods "
+            f"{', '.join(OVERRIDDEN)})"
+        )
+
+
+check_trl()
+
+import torch  # noqa: E402
+import trl  # noqa: E402
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR  # noqa: E402
+
+from ..core.diagnostics import CollapseMonitor, collapse_metrics  # noqa: E402
+from ..sampling.base import ScoredDraw  # noqa: E402
+from ..sampling.stream import PromptStream  # noqa: E402
+from ..trainer.options import build  # noqa: E402
+from . import trl_batch  # noqa: E402
+from .trl_config import GRPOConfig  # noqa: E402
+
+_missing = [name for name in OVERRIDDEN if not callable(getattr(trl.GRPOTrainer, name, None))]
+if _missing:
+    raise ImportError(f"this TRL's GRPOTrainer lacks {', '.join(_missing)}, which grposcope.integrations.trl "
+                      f"overrides: install 'trl{TRL_TESTED}'")
+
+STATE_FILE = "grposcope_state.pt"  # in each TRL checkpoint folder: estimator, sampler, monitor, refill stream
+
+
+class GRPOTrainer(trl.GRPOTrainer):
+    """TRL's GRPOTrainer with grposcope's estimators, samplers and collapse diagnostics (module docstring).
+
+    Takes TRL's arguments; `args` must be grposcope's `GRPOConfig` (TRL's plus the collapse fields). `model`
+    may also be an embedded model's spec ("embedded:smollm2-135m-instruct"), and `train_dataset` a list of
+    dicts with a "prompt".
+    """
+
+    def __init__(self, model: Any, reward_funcs: Any, args: GRPOConfig | None = None, train_dataset: Any = None,
+                 processing_class: Any = None, **kwargs: Any) -> None:
+        if args is None:
+            args = GRPOConfig(output_dir="grposcope-trl-output")
+        if not isinstance(args, GRPOConfig):
+            raise TypeError(f"args is {type(args).__module__}.{type(args).__name__}; pass grposcope's config: "
+                            "from grposcope.integrations.trl import GRPOConfig")
+        if isinstance(model, str) and model.startswith("embedded:"):
+            from ..models import load_model
+
+            model, tokenizer = load_model(model)
+            processing_class = tokenizer if processing_class is None else processing_class
+        if isinstance(train_dataset, list):
+            from datasets import Dataset
+
+            train_dataset = Dataset.from_list(train_dataset)
+        super().__init__(model=model, reward_funcs=reward_funcs, args=args, train_dataset=train_dataset,
+                         processing_class=processing_class, **kwargs)
+        for name in ("_metrics", "_logs", "_tokenizer", "reward_weights", "num_generations", "pad_to_multiple_of"):
+            if not hasattr(self, name):
+                raise ImportError(f"this TRL's GRPOTrainer has no {name}, which grposcope reads: install "
+                                  f"'trl{TRL_TESTED}'")
+        self.estimator = build(args, "advantage_estimator")
+        self.sampler = build(args, "sampler")
+        self.monitor = CollapseMonitor(args.success_threshold, ema_lambda=args.acr_ema_lambda, kl_bound=args.kl_bound)
+        self.refill = None
+        if args.sampler != "fixed":
+            if not hasattr(train_dataset, "__getitem__") or not hasattr(train_dataset, "__len__"):
+                raise TypeError(f"sampler={args.sampler!r} draws new prompts to refill a step, which needs a "
+                                "train_dataset with a length (a datasets.Dataset or a list), not a stream")
+            # its own seeded order, the same on every process, so that all refill with the same prompts
+            self.refill = PromptStream(range(len(train_dataset)), seed=args.seed + 1)
+        self._recent: dict[str, float] = {}  # TRL's entropy and kl of the last logged steps, for the alarms
+        self._rewards_per_func: torch.Tensor | None = None
+
+    # --- one training generation ---------------------------------------------------------------------------
+
+    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        if not self.model.training:
+            return self._evaluate_batch(inputs)
+        g, rounds = self.num_generations, []
+        generate = super()._generate_and_score_completions
+
+        def draw(prompts: list[Any], n: int) -> ScoredDraw:
+            assert n == g, "the TRL integration draws num_generations completions per prompt"
+            output = generate(inputs if not rounds else self._local_rows(prompts, len(inputs)))
+            rewards, metrics = self._gathered_rewards(g)  # (B, G)
+            rounds.append((output, metrics))
+            return ScoredDraw(rewards, self._gathered_lengths(output).view(-1, g), rows=len(rounds) - 1)
+
+        groups = len(inputs) * self.accelerator.num_processes // g
+        selection = self.sampler.sample(list(range(groups)), draw, self._more_prompts, g)
+        estimate = self.estimator(selection.rewards, pool=selection.pool, as_drawn=selection.as_drawn)
+        advantages = estimate.advantages  # (B', G)
+        output = self._training_batch(rounds, selection.samples, advantages, groups, len(inputs))
+        metrics = {**rounds[-1][1], **selection.metrics, **estimate.metrics}
+        metrics.update(self.monitor.update(selection.as_drawn, advantages, self._recent.get("entropy"),
+                                           self._recent.get("kl")))
+        for name, value in metrics.items():
+            self._metrics["train"][name].append(float(value))
+        self._log_advantages(selection.samples, advantages, len(rounds) * groups * g)
+        return output
+
+    def _evaluate_batch(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        """Evaluation stays TRL's; the ACR of the eval groups is added (`eval_collapse/acr`). No state moves."""
+        output = super()._generate_and_score_completions(inputs)
+        rewards, _ = self._gathered_rewards(self.num_generations_eval)
+        for name, value in collapse_metrics(rewards, self.args.success_threshold).items():
+            self._metrics["eval"][name].append(value)
+        return output
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)  # (N, F), gathered
+        self._rewards_per_func = per_func
+        return per_func
+
+    def _gathered_rewards(self, g: int) -> tuple[torch.Tensor, dict[str, float]]:
+        """The last round's rewards of every process as (B, G), before any mitigation: TRL's weighted sum of
+        the reward functions, None skipped. A completion no function scored gets 0.0 and is counted in
+        `reward/none_frac`, as in grposcope's own trainer (TRL leaves it out of its group's mean instead)."""
+        per_func = self._rewards_per_func.float().cpu()  # (N, F), NaN where a function returned None
+        weights = self.reward_weights.float().cpu()  # (F,)
+        unscored = torch.isnan(per_func).all(dim=1)  # (N,)
+        rewards = (per_func * weights).nansum(dim=1)  # (N,), 0.0 where unscored
+        return rewards.view(-1, g), {"reward/none_frac": unscored.float().mean().item()}
+
+    def _gathered_lengths(self, output: dict[str, Any]) -> torch.Tensor:
+        """Completion tokens of every process's rows, for the sampler's accounting.  -> (N,)"""
+        return self.accelerator.gather(output["completion_mask"].sum(dim=1)).float().cpu()
+
+    def _local_rows(self, prompts: list[dict[str, Any]], rows: int) -> list[dict[str, Any]]:
+        """This process's rows of a refill round: each prompt G times, in order, sliced as TRL slices."""
+        everyone = [dict(example) for example in prompts for _ in range(self.num_generations)]
+        if len(everyone) != rows * self.accelerator.num_processes:
+            raise RuntimeError(f"a refill round has {len(everyone)} rows for {self.accelerator.num_processes} "
+                               f"processes of {rows}")
+        start = self.accelerator.process_index * rows
+        return everyone[start:start + rows]
+
+    def _more_prompts(self, count: int) -> list[dict[str, Any]]:
+        """The next `count` prompts of the refill stream (the same on every process)."""
+        return [self.train_dataset[i] for i in self.refill.take(count)]
+
+    def _training_batch(self, rounds: list[tuple[dict[str, Any], dict]], kept: torch.Tensor,
+                        advantages: torch.Tensor, groups: int, rows: int) -> dict[str, Any]:
+        """This process's training rows: the first round as TRL made it when the sampler kept it whole,
+        else the kept groups gathered from every round (trl_batch)."""
+        first = rounds[0][0]
+        device = first["completion_ids"].device
+        process = self.accelerator.process_index
+        if len(rounds) == 1 and torch.equal(kept.reshape(-1), torch.arange(groups * self.num_generations)):
+            flat = advantages.reshape(-1).float()  # (B * G,)
+            return {**first, "advantages": flat[process * rows:(process + 1) * rows].to(device)}
+        pads = trl_batch.pad_values(self._tokenizer.pad_token_id)
+        whole = trl_batch.concat_rounds([trl_batch.gather_round(self.accelerator, out, pads) for out, _ in rounds],
+                                        pads)
+        batch = trl_batch.pick_rows(whole, kept, advantages, groups, self.num_generations)
+        local = trl_batch.local_slice(batch, process, rows)
+        if self.pad_to_multiple_of is None:
+            local = trl_batch.trim(local)
+        local["num_items_in_batch"] = trl_batch.items_in_batch(batch)
+        return local
+
+    def _log_advantages(self, kept: torch.Tensor, advantages: torch.Tensor, drawn: int) -> None:
+        """TRL's completions table shows its own advantages; show the ones that trained (0 where dropped)."""
+        values = torch.zeros(drawn)
+        values[kept.reshape(-1)] = advantages.reshape(-1).float()
+        log = self._logs["advantages"]
+        k = min(len(log), drawn)
+        for _ in range(k):
+            log.pop()
+        log.extend(values[drawn - k:].tolist())
+
+    # --- logging and checkpoints ---------------------------------------------------------------------------
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        if self.model.training:  # TRL's entropy and kl since the last log feed the monitor's alarms
+            for key in ("entropy", "kl"):
+                values = self._metrics["train"].get(key)
+                if values:
+                    self._recent[key] = statistics.fmean(values)
+        super().log(logs, start_time)
+
+    def grposcope_state(self) -> dict[str, Any]:
+        return {
+            "estimator": self.estimator.state_dict(),
+            "sampler": self.sampler.state_dict(),
+            "monitor": self.monitor.state_dict(),
+            "refill": self.refill.state_dict() if self.refill is not None else None,
+            "recent": dict(self._recent),
+        }
+
+    def load_grposcope_state(self, state: dict[str, Any]) -> None:
+        self.estimator.load_state_dict(state["estimator"])
+        self.sampler.load_state_dict(state["sampler"])
+        self.monitor.load_state_dict(state["monitor"])
+        if self.refill is not None and state["refill"] is not None:
+            self.refill.load_state_dict(state["refill"])
+        self._recent = dict(state["recent"])
+
+    def _save_checkpoint(self, model, trial):
+        super()._save_checkpoint(model, trial)
+        if self.args.should_save:
+            folder = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+            path = os.path.join(self._get_output_dir(trial=trial), folder, STATE_FILE)
+            torch.save(self.grposcope_state(), path + ".tmp")
+            os.replace(path + ".tmp", path)  # a kill mid-write leaves the previous file or none, never half
+
+    def _load_optimizer_and_scheduler(self, checkpoint):
+        super()._load_optimizer_and_scheduler(checkpoint)
+        if checkpoint is None:
+            return
+        path = os.path.join(checkpoint, STATE_FILE)
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"{path} is missing: this checkpoint was not written by grposcope's TRL "
+                                    "integration, so AVSPO's threshold, the sampler and the collapse history "
+                                    "cannot resume; resume from a checkpoint of this trainer, or start afresh")
+        self.load_grposcope_state(torch.load(path, weights_only=True))
+
+
+__all__ = ["GRPOConfig", "GRPOTrainer", "TRL_TESTED", "check_trl"]

@@ -1,0 +1,84 @@
+"""The TRL integration's config: TRL's `GRPOConfig` plus grposcope's fields, each meaning what it means in
+grposcope's own `GRPOConfig` (docs/usage.md), with the same name and default:
+
+- the run-wide ones (`advantage_estimator`, `use_avspo`, `sampler`, `success_threshold`, `acr_ema_lambda`,
+  `kl_bound`), their docs read from grposcope's config, where they are written once;
+- every option an advantage estimator or a sampler declares where it is registered (`acr_threshold_init`,
+  `virtual_sample_alpha`, `all_wrong_max_share`, `max_gen_batches`, ...). TRL's own `scale_rewards` is grpo's
+  option. The policy loss stays TRL's (`loss_type`, `epsilon`, `epsilon_high`, ...).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+
+from trl import GRPOConfig as TRLGRPOConfig
+
+from ..core.advantages import ESTIMATORS
+from ..sampling import SAMPLERS
+from ..trainer import config as own_config
+from ..trainer.config_doc import field_docs
+from ..trainer.options import FAMILIES, declared, with_component_options
+
+RUN_WIDE = ("advantage_estimator", "use_avspo", "sampler", "success_threshold", "acr_ema_lambda", "kl_bound")
+FAMILIES_IN_TRL = ("advantage_estimator", "sampler")
+SHARED_WITH_TRL = ("scale_rewards",)  # TRL's field, grpo's option: "group", "batch" or "none"
+# Samplers whose every draw is num_generations completions of each prompt: what TRL's generation (vLLM server
+# mode included) produces. reinforce_ada and budgeted draw other counts: grposcope's own trainer runs them.
+SAMPLERS_IN_TRL = ("fixed", "dynamic")
+
+
+def _run_wide_fields() -> list[tuple[str, typing.Any, dataclasses.Field]]:
+    own = {f.name: f for f in dataclasses.fields(own_config.GRPOConfig)}
+    hints = typing.get_type_hints(own_config.GRPOConfig)
+    docs = field_docs()
+    return [(name, hints[name], dataclasses.field(default=own[name].default, metadata={"help": docs[name]}))
+            for name in RUN_WIDE]
+
+
+def _with_help(cls: type) -> type:
+    """TRL's parser (HfArgumentParser) shows `metadata["help"]`: give the component options theirs."""
+    options = declared()
+    for f in dataclasses.fields(cls):
+        if f.name in options and not f.metadata:
+            f.metadata = {"help": options[f.name].doc}
+    return cls
+
+
+_Fields = _with_help(with_component_options(
+    dataclasses.make_dataclass("GRPOConfig", _run_wide_fields(), bases=(TRLGRPOConfig,)),
+    entries={"advantage_estimator": None, "sampler": SAMPLERS_IN_TRL}, shared=SHARED_WITH_TRL))
+
+
+@dataclasses.dataclass
+class GRPOConfig(_Fields):
+    """TRL's `GRPOConfig` with grposcope's collapse fields (this module's docstring; docs/integrations.md).
+
+    >>> GRPOConfig(output_dir="out", num_generations=8, use_avspo=True, acr_threshold_init=0.5,
+    ...            virtual_sample_alpha=0.5, sampler="dynamic", max_gen_batches=3)
+    """
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.use_avspo and self.advantage_estimator not in ("grpo", "avspo"):
+            raise ValueError(f"use_avspo=True conflicts with advantage_estimator={self.advantage_estimator!r}: "
+                             "AVSPO is its own estimator; drop one of the two")
+        if self.use_avspo:
+            self.advantage_estimator = "avspo"
+        ESTIMATORS.get(self.advantage_estimator)  # an unknown name fails with the known ones
+        SAMPLERS.get(self.sampler)
+        if self.sampler not in SAMPLERS_IN_TRL:
+            raise ValueError(
+                f"sampler={self.sampler!r} draws other numbers of completions per prompt than num_generations, "
+                f"which TRL's generation cannot; in TRL use one of {', '.join(SAMPLERS_IN_TRL)}, or run "
+                f"{self.sampler!r} in grposcope's own trainer (grposcope train --sampler {self.sampler})")
+        if self.multi_objective_aggregation != "sum_then_normalize":
+            raise ValueError(
+                f"multi_objective_aggregation={self.multi_objective_aggregation!r}: grposcope's estimators take one "
+                "reward per completion, TRL's weighted sum of the reward functions; set "
+                "multi_objective_aggregation='sum_then_normalize' (TRL's default)")
+        if not 0.0 <= self.acr_ema_lambda < 1.0:
+            raise ValueError(f"acr_ema_lambda must be in [0, 1), got {self.acr_ema_lambda}")
+        for family in FAMILIES_IN_TRL:  # a bad option fails here, before any model is loaded
+            FAMILIES[family].build(getattr(self, family), self)
