@@ -40,11 +40,11 @@ CHAT_TEMPLATE = (
 )
 
 
-@pytest.fixture
-def tiny_tokenizer():
+def make_tiny_tokenizer():
     """A word-level tokenizer of 64 entries (matching tiny_llama's vocabulary), with a chat template."""
-    tokenizers = pytest.importorskip("tokenizers")
-    transformers = pytest.importorskip("transformers")
+    import tokenizers
+    import transformers
+
     vocab = {word: i for i, word in enumerate(_WORDS)}
     vocab.update({f"w{i}": i for i in range(len(vocab), 64)})  # fill up to the model's 64 ids
     core = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="<unk>"))
@@ -56,6 +56,14 @@ def tiny_tokenizer():
     tok.chat_template = CHAT_TEMPLATE
     tok.padding_side = "left"
     return tok
+
+
+@pytest.fixture
+def tiny_tokenizer():
+    """make_tiny_tokenizer()"""
+    pytest.importorskip("tokenizers")
+    pytest.importorskip("transformers")
+    return make_tiny_tokenizer()
 
 
 @pytest.fixture

@@ -1,0 +1,247 @@
+"""grposcope inside TRL (grposcope.integrations.trl), on the tiny in-process Llama: nothing is downloaded.
+
+Stock TRL and the subclass generate from the same seed on the same batch, so they see the same completions;
+what differs is only what grposcope replaces (advantages, samplers, metrics).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+trl = pytest.importorskip("trl")
+
+from conftest import make_tiny_llama, make_tiny_tokenizer  # noqa: E402
+
+from grposcope.integrations import trl_batch  # noqa: E402
+from grposcope.integrations.trl import STATE_FILE, GRPOConfig, GRPOTrainer, check_trl  # noqa: E402
+from grposcope.trainer import config as own_config  # noqa: E402
+from grposcope.trainer.options import build  # noqa: E402
+
+PROMPTS = [{"prompt": f"What is {i} + {i} ?", "kind": i % 3, "value": v}
+           for i, v in enumerate(torch.rand(12, generator=torch.Generator().manual_seed(0)).tolist())]
+G = 4
+
+
+def parity(prompts, completions, **kwargs):
+    """0/1 rewards: the parity of the completion's word count (mixed and collapsed groups both occur)."""
+    return [float(len(c.split()) % 2) for c in completions]
+
+
+def partial_credit(prompts, completions, value, **kwargs):
+    """The same partial credit on every completion of a prompt: every group is collapsed."""
+    return list(value)
+
+
+def scripted(prompts, completions, kind, **kwargs):
+    """kind 0: all correct, kind 1: all wrong, kind 2: the first half of each group correct (mixed)."""
+    return [1.0 if k == 0 else 0.0 if k == 1 else float(i % G < G // 2) for i, k in enumerate(kind)]
+
+
+def settings(tmp_path, **overrides):
+    values = dict(output_dir=str(tmp_path / "out"), per_device_train_batch_size=8, num_generations=G,
+                  max_completion_length=6, max_steps=2, logging_steps=1, save_strategy="no", report_to="none",
+                  use_cpu=True, bf16=False, learning_rate=1e-3, seed=0, disable_tqdm=True)
+    values.update(overrides)
+    return values
+
+
+def make(cls, config, reward, dataset=PROMPTS):
+    torch.manual_seed(0)
+    trainer = cls(model=make_tiny_llama(), reward_funcs=reward, args=config, train_dataset=list(dataset)
+                  if cls is GRPOTrainer else _dataset(dataset), processing_class=make_tiny_tokenizer())
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = 1  # set by train(); compute_loss reads it
+    return trainer
+
+
+def _dataset(rows):
+    from datasets import Dataset
+
+    return Dataset.from_list(rows)
+
+
+def one_generation(trainer, rows, seed=1, g=G):
+    """A training generation on `rows` (the process's batch), from a fixed seed."""
+    torch.manual_seed(seed)
+    return trainer._generate_and_score_completions([dict(r) for r in rows for _ in range(g)])
+
+
+def last(trainer, name):
+    return trainer._metrics["train"][name][-1]
+
+
+def test_grpo_gives_stock_trl_advantages_and_loss(tmp_path):
+    ours = make(GRPOTrainer, GRPOConfig(**settings(tmp_path)), parity)
+    stock = make(trl.GRPOTrainer, trl.GRPOConfig(**settings(tmp_path)), parity)
+    mine, theirs = one_generation(ours, PROMPTS[:2]), one_generation(stock, PROMPTS[:2])
+    assert torch.equal(mine["completion_ids"], theirs["completion_ids"])  # same seed, same completions
+    rewards = ours._rewards_per_func.view(-1, G)  # (2, 4) the 0/1 rewards
+    assert 0 < rewards.mean() < 1
+    torch.testing.assert_close(mine["advantages"], theirs["advantages"], atol=1e-6, rtol=0)
+    loss_mine = ours.compute_loss(ours.model, mine)
+    loss_theirs = stock.compute_loss(stock.model, theirs)
+    torch.testing.assert_close(loss_mine, loss_theirs, atol=1e-6, rtol=0)
+    # on 0/1 rewards with group scaling, the ACR is TRL's frac_reward_zero_std
+    assert last(ours, "collapse/acr") == last(stock, "frac_reward_zero_std") == last(ours, "frac_reward_zero_std")
+
+
+def test_acr_counts_the_partial_credit_groups_trl_misses(tmp_path):
+    """All-equal groups of a partial-credit reward: TRL's float32 std is not always exactly 0, so
+    frac_reward_zero_std misses some and hands them advantages; grposcope's float64 statistics count them all
+    and give them exactly 0."""
+    eight = settings(tmp_path, per_device_train_batch_size=96, num_generations=8)
+    ours = make(GRPOTrainer, GRPOConfig(**eight), partial_credit)
+    stock = make(trl.GRPOTrainer, trl.GRPOConfig(**eight), partial_credit)
+    mine, theirs = one_generation(ours, PROMPTS, g=8), one_generation(stock, PROMPTS, g=8)
+    assert last(ours, "collapse/acr") == 1.0
+    assert torch.count_nonzero(mine["advantages"]) == 0
+    missed = 1.0 - last(stock, "frac_reward_zero_std")
+    assert missed > 0, "these values were chosen because TRL's isclose(std, 0) misses some of them"
+    assert torch.count_nonzero(theirs["advantages"]) > 0
+    print(f"TRL frac_reward_zero_std {last(stock, 'frac_reward_zero_std'):.3f}, grposcope collapse/acr 1.0; "
+          f"TRL's largest |A| on these all-equal groups: {theirs['advantages'].abs().max():.3g}")
+
+
+def test_avspo_on_a_collapsed_batch_matches_the_own_trainer(tmp_path):
+    options = dict(use_avspo=True, acr_threshold_init=0.2, virtual_sample_alpha=0.5, acr_ema_lambda=0.0)
+    ours = make(GRPOTrainer, GRPOConfig(**settings(tmp_path), **options), scripted)
+    output = one_generation(ours, PROMPTS[1:3])  # an all-wrong group and a mixed one
+    assert last(ours, "collapse/acr") == 0.5 and last(ours, "avspo/frac_groups_augmented") == 0.5
+    # grposcope's own trainer builds its estimator from its own config, with the same options
+    own = own_config.GRPOConfig(num_generations=G, seed=0, **options)
+    rewards = torch.tensor([[0.0, 0.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0]])
+    expected = build(own, "advantage_estimator")(rewards).advantages.reshape(-1)
+    assert expected[:G].abs().min() > 0  # the all-wrong group is pushed down, not left at 0
+    torch.testing.assert_close(output["advantages"], expected, atol=1e-6, rtol=0)
+    assert list(ours._logs["advantages"]) == pytest.approx(expected.tolist())
+
+
+def test_dynamic_sampling_refills_with_mixed_groups(tmp_path):
+    config = GRPOConfig(**settings(tmp_path, per_device_train_batch_size=12), sampler="dynamic", max_gen_batches=4)
+    ours = make(GRPOTrainer, config, scripted)
+    output = one_generation(ours, PROMPTS[:3])  # kinds 0, 1, 2: two groups collapsed
+    rounds = last(ours, "sampler/gen_batches")
+    assert rounds > 1 and last(ours, "collapse/acr") >= 2 / 3
+    assert output["completion_ids"].shape[0] == 12 and output["advantages"].shape == (12,)
+    kept = 12 - int(last(ours, "sampler/shortfall")) * G
+    trained = output["advantages"].view(-1, G)[: kept // G]
+    assert (trained.abs().sum(dim=1) > 0).all()  # every kept group is mixed
+    assert output["completion_mask"][kept:].sum() == 0  # a shortfall's filler takes no part in the loss
+    assert float(output["num_items_in_batch"]) == float(output["completion_mask"].sum())
+    assert last(ours, "collapse/acr_post") == 0.0
+
+
+def test_pick_rows_fills_a_shortfall_with_masked_rows():
+    # two rounds of 2 groups of 2 rows: round 0 rows 0-3, round 1 rows 4-7; keep rows 2, 3 and 6, 7
+    batch = {"prompt_ids": torch.arange(8).view(8, 1), "prompt_mask": torch.ones(8, 1, dtype=torch.long),
+             "completion_ids": torch.arange(16).view(8, 2), "completion_mask": torch.ones(8, 2, dtype=torch.long)}
+    kept, advantages = torch.tensor([[2, 3], [6, 7]]), torch.tensor([[1.0, -1.0], [0.5, -0.5]])
+    out = trl_batch.pick_rows(batch, kept, advantages, groups=3, g=2)
+    assert out["prompt_ids"].flatten().tolist() == [2, 3, 6, 7, 0, 1]
+    assert out["advantages"].tolist() == [1.0, -1.0, 0.5, -0.5, 0.0, 0.0]
+    assert out["completion_mask"].sum(dim=1).tolist() == [2, 2, 2, 2, 0, 0]
+    assert int(trl_batch.items_in_batch(out)) == 8
+    assert trl_batch.local_slice(out, 1, 3)["prompt_ids"].flatten().tolist() == [7, 0, 1]
+
+
+def test_trim_drops_padding_columns():
+    batch = {"prompt_ids": torch.tensor([[0, 0, 5], [0, 4, 5]]), "prompt_mask": torch.tensor([[0, 0, 1], [0, 1, 1]]),
+             "completion_ids": torch.tensor([[7, 0, 0], [7, 8, 0]]),
+             "completion_mask": torch.tensor([[1, 0, 0], [1, 1, 0]]), "advantages": torch.tensor([1.0, -1.0])}
+    out = trl_batch.trim(batch)
+    assert out["prompt_ids"].tolist() == [[0, 5], [4, 5]] and out["completion_ids"].tolist() == [[7, 0], [7, 8]]
+    assert out["advantages"].tolist() == [1.0, -1.0]
+
+
+def test_estimator_state_saved_and_restored_with_trl_checkpoints(tmp_path):
+    config = GRPOConfig(**settings(tmp_path, save_strategy="steps", save_steps=2, max_steps=2), use_avspo=True)
+    first = make(GRPOTrainer, config, parity)
+    first.train()
+    saved = tmp_path / "out" / "checkpoint-2" / STATE_FILE
+    assert saved.exists()
+    state = first.grposcope_state()
+    assert state["monitor"]["step"] == 2 and state["estimator"]["acr_ema"] is not None
+    resumed = make(GRPOTrainer, GRPOConfig(**settings(tmp_path, save_strategy="steps", save_steps=2, max_steps=3),
+                                           use_avspo=True), parity)
+    resumed.create_optimizer_and_scheduler(num_training_steps=3)
+    resumed._load_optimizer_and_scheduler(str(saved.parent))
+    assert resumed.monitor.state_dict() == state["monitor"]
+    assert resumed.estimator.state_dict()["tau"] == state["estimator"]["tau"]
+    assert resumed.estimator.state_dict()["acr_ema"] == state["estimator"]["acr_ema"]
+    (saved).unlink()
+    with pytest.raises(FileNotFoundError, match="not written by grposcope"):
+        resumed._load_optimizer_and_scheduler(str(saved.parent))
+
+
+def test_config_errors_name_the_fix(tmp_path):
+    with pytest.raises(ValueError, match="grposcope's own trainer"):
+        GRPOConfig(**settings(tmp_path), sampler="reinforce_ada")
+    with pytest.raises(ValueError, match="known: "):
+        GRPOConfig(**settings(tmp_path), advantage_estimator="nope")
+    with pytest.raises(ValueError, match="sum_then_normalize"):
+        GRPOConfig(**settings(tmp_path), multi_objective_aggregation="normalize_then_sum")
+    with pytest.raises(ValueError, match="all_wrong_max_share"):
+        GRPOConfig(**settings(tmp_path), use_avspo=True, all_wrong_max_share=2.0)
+    with pytest.raises(TypeError, match="grposcope's config"):
+        GRPOTrainer(model=make_tiny_llama(), reward_funcs=parity, args=trl.GRPOConfig(**settings(tmp_path)),
+                    train_dataset=PROMPTS, processing_class=make_tiny_tokenizer())
+    config = GRPOConfig(**settings(tmp_path), use_avspo=True, virtual_sample_alpha=0.3, scale_rewards="none")
+    assert (config.advantage_estimator, config.virtual_sample_alpha, config.scale_rewards) == ("avspo", 0.3, "none")
+
+
+def test_untested_trl_is_refused(monkeypatch):
+    with pytest.raises(ImportError, match=r"tested with TRL <1.17,>=1.16 and this is TRL 1.15.0"):
+        check_trl("1.15.0")
+    monkeypatch.setenv("GRPOSCOPE_ALLOW_UNTESTED_TRL", "1")
+    check_trl("1.15.0")  # allowed, at the user's word
+
+
+def test_seed_readme_example_runs_with_the_import_changed(tmp_path):
+    """The seed's README example: only the import line differs from `from trl import ...`."""
+    from grposcope.rewards import box_accuracy_reward
+
+    dataset = [{"prompt": f"What is {i} + 1 ?", "answer": str(i + 1)} for i in range(4)]
+    config = GRPOConfig(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, num_generations=4,
+                        temperature=1.0, learning_rate=1e-6, max_completion_length=6, max_steps=1,
+                        use_avspo=True, acr_threshold_init=0.5, virtual_sample_alpha=0.5,
+                        use_cpu=True, bf16=False, report_to="none", save_strategy="no", logging_steps=1)
+    trainer = GRPOTrainer(model=make_tiny_llama(), args=config, reward_funcs=box_accuracy_reward,
+                          train_dataset=dataset, processing_class=make_tiny_tokenizer())
+    trainer.train()
+    logged = trainer.state.log_history[0]
+    assert {"collapse/acr", "avspo/tau", "frac_reward_zero_std", "reward"} <= set(logged)
+
+
+@pytest.mark.skipif(shutil.which("accelerate") is None and not (Path(sys.executable).parent / "accelerate").exists(),
+                    reason="needs accelerate's launcher")
+def test_two_processes_agree_on_advantages_metrics_and_rounds(tmp_path):
+    """Two CPU processes (torchrun through `accelerate launch --multi_gpu`, gloo), a group straddling them,
+    dynamic sampling with refill and AVSPO's state: both processes hold the same batch and metrics, run the
+    same number of rounds, and the run ends (a hang fails the test at the timeout, not CI)."""
+    launcher = Path(sys.executable).parent / "accelerate"
+    command = [str(launcher), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+               "--mixed_precision", "no", "--dynamo_backend", "no",
+               str(Path(__file__).parent / "trl_two_process.py"), str(tmp_path)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).parent)}
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"rank{i}.json").read_text()) for i in range(2)]
+    assert ranks[0]["processes"] == 2
+    assert ranks[0]["records"] == ranks[1]["records"]
+    records = ranks[0]["records"]
+    assert len(records) == 3 and all(r["rows"] == 6 for r in records)
+    assert max(r["metrics"]["sampler/gen_batches"] for r in records) > 1  # refills happened, on both alike
+    for r in records:
+        assert len(r["advantages"]) == 12
+        assert r["num_items_in_batch"] == sum(r["completion_tokens"])
+    print(json.dumps([{k: r["metrics"][k] for k in ("sampler/gen_batches", "collapse/acr", "avspo/tau")}
+                      for r in records]))
+
