@@ -245,3 +245,24 @@ def test_two_processes_agree_on_advantages_metrics_and_rounds(tmp_path):
     print(json.dumps([{k: r["metrics"][k] for k in ("sampler/gen_batches", "collapse/acr", "avspo/tau")}
                       for r in records]))
 
+
+
+@pytest.mark.embedded
+def test_cluster_recipe_script_runs_on_the_cpu(tmp_path):
+    """examples/trl/train_grpo.py, as train_grpo.sh launches it on GPUs, here on the CPU with the embedded model
+    and no vLLM, for 2 steps: the checkpoint's log history holds the collapse and AVSPO metrics."""
+    script = Path(__file__).parents[1] / "examples" / "trl" / "train_grpo.py"
+    command = [sys.executable, str(script), "--model_name_or_path", "embedded:smollm2-135m-instruct",
+               "--dataset_name", "arithmetic", "--use_vllm", "false", "--use_cpu", "true", "--bf16", "false",
+               "--max_steps", "2", "--output_dir", str(tmp_path / "out"), "--per_device_train_batch_size", "4",
+               "--num_generations", "4", "--max_completion_length", "16", "--use_avspo", "true", "--train_size", "16",
+               "--logging_steps", "1", "--save_steps", "2", "--report_to", "none", "--disable_tqdm", "true"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "OMP_NUM_THREADS": "2"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    checkpoint = tmp_path / "out" / "checkpoint-2"
+    history = json.loads((checkpoint / "trainer_state.json").read_text())["log_history"]
+    steps = [h for h in history if "loss" in h]
+    assert len(steps) == 2
+    assert all({"collapse/acr", "collapse/acr_all_wrong", "avspo/tau", "avspo/k_mean"} <= set(h) for h in steps)
+    assert (checkpoint / STATE_FILE).exists()
