@@ -45,6 +45,11 @@ def scripted(prompts, completions, kind, **kwargs):
     return [1.0 if k == 0 else 0.0 if k == 1 else float(i % G < G // 2) for i, k in enumerate(kind)]
 
 
+def kinds_and_parity(prompts, completions, kind, **kwargs):
+    """kind 0: all correct, kind 1: all wrong, kind 2: the parity of the completion's word count."""
+    return [1.0 if k == 0 else 0.0 if k == 1 else float(len(c.split()) % 2) for c, k in zip(completions, kind)]
+
+
 def settings(tmp_path, **overrides):
     values = dict(output_dir=str(tmp_path / "out"), per_device_train_batch_size=8, num_generations=G,
                   max_completion_length=6, max_steps=2, logging_steps=1, save_strategy="no", report_to="none",
@@ -78,19 +83,35 @@ def last(trainer, name):
     return trainer._metrics["train"][name][-1]
 
 
-def test_grpo_gives_stock_trl_advantages_and_loss(tmp_path):
-    ours = make(GRPOTrainer, GRPOConfig(**settings(tmp_path)), parity)
-    stock = make(trl.GRPOTrainer, trl.GRPOConfig(**settings(tmp_path)), parity)
-    mine, theirs = one_generation(ours, PROMPTS[:2]), one_generation(stock, PROMPTS[:2])
+@pytest.mark.parametrize("scale", ["group", "batch", "none"])
+def test_grpo_gives_stock_trl_advantages_and_loss(tmp_path, scale):
+    values = settings(tmp_path, scale_rewards=scale, per_device_train_batch_size=12)
+    ours = make(GRPOTrainer, GRPOConfig(**values), kinds_and_parity)
+    stock = make(trl.GRPOTrainer, trl.GRPOConfig(**values), kinds_and_parity)
+    mine, theirs = one_generation(ours, PROMPTS[:3]), one_generation(stock, PROMPTS[:3])
     assert torch.equal(mine["completion_ids"], theirs["completion_ids"])  # same seed, same completions
-    rewards = ours._rewards_per_func.view(-1, G)  # (2, 4) the 0/1 rewards
-    assert 0 < rewards.mean() < 1
+    assert last(ours, "collapse/acr") == pytest.approx(2 / 3)  # all correct, all wrong, mixed
     torch.testing.assert_close(mine["advantages"], theirs["advantages"], atol=1e-6, rtol=0)
+    assert mine["advantages"].abs().max() > 0.1
     loss_mine = ours.compute_loss(ours.model, mine)
     loss_theirs = stock.compute_loss(stock.model, theirs)
     torch.testing.assert_close(loss_mine, loss_theirs, atol=1e-6, rtol=0)
-    # on 0/1 rewards with group scaling, the ACR is TRL's frac_reward_zero_std
-    assert last(ours, "collapse/acr") == last(stock, "frac_reward_zero_std") == last(ours, "frac_reward_zero_std")
+    print(f"scale_rewards={scale}: max |A - A_TRL| {(mine['advantages'] - theirs['advantages']).abs().max():.2e}, "
+          f"loss {loss_mine.item():.6f} vs TRL {loss_theirs.item():.6f}")
+    # on-policy, the loss is sum_i A_i * tokens_i / tokens, often 0; its gradient is not, and must match too
+    loss_mine.backward()
+    loss_theirs.backward()
+    grads = [(a.grad, b.grad) for a, b in zip(ours.model.parameters(), stock.model.parameters())]
+    assert max(a.abs().max() for a, _ in grads) > 1e-4
+    for a, b in grads:
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
+    print(f"  gradients: largest {max(a.abs().max() for a, _ in grads):.3g}, largest difference from TRL's "
+          f"{max((a - b).abs().max() for a, b in grads):.2e}")
+    # on 0/1 rewards, the ACR is TRL's frac_reward_zero_std under group scaling or none; under batch scaling TRL
+    # tests the batch's std, which is not zero here
+    frac = last(stock, "frac_reward_zero_std")
+    assert last(ours, "frac_reward_zero_std") == frac
+    assert frac == (0.0 if scale == "batch" else pytest.approx(last(ours, "collapse/acr"), abs=1e-6))
 
 
 def test_acr_counts_the_partial_credit_groups_trl_misses(tmp_path):
@@ -193,8 +214,12 @@ def test_config_errors_name_the_fix(tmp_path):
     with pytest.raises(TypeError, match="grposcope's config"):
         GRPOTrainer(model=make_tiny_llama(), reward_funcs=parity, args=trl.GRPOConfig(**settings(tmp_path)),
                     train_dataset=PROMPTS, processing_class=make_tiny_tokenizer())
-    config = GRPOConfig(**settings(tmp_path), use_avspo=True, virtual_sample_alpha=0.3, scale_rewards="none")
-    assert (config.advantage_estimator, config.virtual_sample_alpha, config.scale_rewards) == ("avspo", 0.3, "none")
+    with pytest.warns(UserWarning, match="scale_rewards='batch' is not used: advantage_estimator='avspo'"):
+        GRPOConfig(**settings(tmp_path), use_avspo=True, scale_rewards="batch")
+    config = GRPOConfig(**settings(tmp_path), use_avspo=False, virtual_sample_alpha=0.3, scale_rewards="none")
+    assert (config.advantage_estimator, config.virtual_sample_alpha, config.scale_rewards) == ("grpo", 0.3, "none")
+    assert config.unused_options() == ["virtual_sample_alpha=0.3 is not used: advantage_estimator='grpo' does not "
+                                       "read it (read by advantage_estimator avspo)"]
 
 
 def test_untested_trl_is_refused(monkeypatch):

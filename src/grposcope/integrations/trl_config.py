@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
+import warnings
 
 from trl import GRPOConfig as TRLGRPOConfig
 
@@ -82,3 +83,16 @@ class GRPOConfig(_Fields):
             raise ValueError(f"acr_ema_lambda must be in [0, 1), got {self.acr_ema_lambda}")
         for family in FAMILIES_IN_TRL:  # a bad option fails here, before any model is loaded
             FAMILIES[family].build(getattr(self, family), self)
+        for note in self.unused_options():
+            warnings.warn(note, stacklevel=3)
+
+    def unused_options(self) -> list[str]:
+        """An estimator's or sampler's option set away from its default that the chosen one does not read."""
+        notes = []
+        for name, option in declared().items():
+            if option.family in FAMILIES_IN_TRL and hasattr(self, name) and getattr(self, name) != option.default:
+                chosen = getattr(self, option.family)
+                if chosen not in option.entries:
+                    notes.append(f"{name}={getattr(self, name)!r} is not used: {option.family}={chosen!r} does not "
+                                 f"read it (read by {option.family} {', '.join(option.entries)})")
+        return notes
