@@ -197,7 +197,11 @@ def test_estimator_state_saved_and_restored_with_trl_checkpoints(tmp_path):
     assert resumed.monitor.state_dict() == state["monitor"]
     assert resumed.estimator.state_dict()["tau"] == state["estimator"]["tau"]
     assert resumed.estimator.state_dict()["acr_ema"] == state["estimator"]["acr_ema"]
-    (saved).unlink()
+    # through TRL's own resume: the monitor continues from step 2, so one more step makes 3
+    again = make(GRPOTrainer, GRPOConfig(**settings(tmp_path, save_strategy="no", max_steps=3), use_avspo=True), parity)
+    again.train(resume_from_checkpoint=str(saved.parent))
+    assert again.monitor.step == 3 and again.monitor.groups_seen == 3 * 2
+    saved.unlink()
     with pytest.raises(FileNotFoundError, match="not written by grposcope"):
         resumed._load_optimizer_and_scheduler(str(saved.parent))
 
