@@ -295,3 +295,19 @@ def test_cluster_recipe_script_runs_on_the_cpu(tmp_path):
     assert len(steps) == 2
     assert all({"collapse/acr", "collapse/acr_all_wrong", "avspo/tau", "avspo/k_mean"} <= set(h) for h in steps)
     assert (checkpoint / STATE_FILE).exists()
+
+
+def test_unscored_completions_get_zero_and_are_counted(tmp_path):
+    """A completion every reward function returned None for gets 0.0 and is counted in reward/none_frac, as in
+    grposcope's own trainer."""
+
+    def first_unscored(prompts, completions, **kwargs):
+        return [None if i % G == 0 else 1.0 for i in range(len(completions))]
+
+    ours = make(GRPOTrainer, GRPOConfig(**settings(tmp_path)), first_unscored)
+    output = one_generation(ours, PROMPTS[:2])
+    assert last(ours, "reward/none_frac") == 0.25
+    assert last(ours, "collapse/acr") == 0.0  # 0, 1, 1, 1: not collapsed
+    # (0 - 0.75) / (std([0, 1, 1, 1]) + 1e-4) with the unbiased std 0.5: -1.4997; the others 0.25 / 0.5001
+    torch.testing.assert_close(output["advantages"].view(2, G)[:, 0], torch.full((2,), -0.75 / 0.5001))
+    torch.testing.assert_close(output["advantages"].view(2, G)[:, 1:], torch.full((2, 3), 0.25 / 0.5001))

@@ -131,7 +131,8 @@ class GRPOTrainer(trl.GRPOTrainer):
         estimate = self.estimator(selection.rewards, pool=selection.pool, as_drawn=selection.as_drawn)
         advantages = estimate.advantages  # (B', G)
         output = self._training_batch(rounds, selection.samples, advantages, groups, len(inputs))
-        metrics = {**rounds[-1][1], **selection.metrics, **estimate.metrics}
+        metrics = {"reward/none_frac": statistics.fmean(m["reward/none_frac"] for _, m in rounds)}  # rounds alike
+        metrics.update({**selection.metrics, **estimate.metrics})
         metrics.update(self.monitor.update(selection.as_drawn, advantages, self._recent.get("entropy"),
                                            self._recent.get("kl")))
         for name, value in metrics.items():
