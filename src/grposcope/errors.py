@@ -23,3 +23,8 @@ class RunError(UserError, RuntimeError):
 
 class NonFiniteError(UserError, FloatingPointError):
     """The updates kept turning NaN or inf (too high a learning rate, huge rewards)."""
+
+
+class DiskFullError(UserError, OSError):
+    """The disk had (or would have had) no room for a checkpoint or the final model. Nothing partial was kept:
+    the message names the disk, the space needed and free, the fix, and how to continue the run."""

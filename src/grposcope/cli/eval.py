@@ -9,6 +9,7 @@ from typing import Any, Optional
 import typer
 
 from ..eval_settings import MAX_PROMPT_LENGTH, EvalSettings
+from ..files import check_writable
 from .app import USER_ERRORS, _console_logging, app, fail
 
 _DEFAULT = EvalSettings()  # the defaults of the options below
@@ -81,6 +82,7 @@ def _run_eval(o: dict[str, Any]) -> tuple[Any, Path]:
         raise FileExistsError(
             f"{path} already exists; pass --overwrite to replace it, or choose another --output"
         )
+    check_writable(path, "--output")
     o["split"] = o["split"] or default_split(o["dataset"])
     examples, task_rewards = load_eval_examples(
         o["dataset"], o["split"], seed=o["seed"], dataset_size=o["dataset_size"], eval_size=o["eval_size"],
@@ -94,6 +96,7 @@ def _run_eval(o: dict[str, Any]) -> tuple[Any, Path]:
         raise ValueError(
             f"{o['dataset']!r} recommends no reward function; pass one, e.g. --reward_funcs accuracy_reward"
         )
+    _check_checkpoint(Path(o["model"]))
     model, tokenizer = load_model(o["model"], trust_remote_code=o["trust_remote_code"])
     with _eval_progress() as bar:
         task = bar.add_task("eval", total=len(examples))
@@ -104,6 +107,20 @@ def _run_eval(o: dict[str, Any]) -> tuple[Any, Path]:
                                       "max_prompt_length")}
     result.save(path, config=config, overwrite=o["overwrite"])
     return result, path
+
+
+def _check_checkpoint(folder: Path) -> None:
+    """A training checkpoint is checked against its manifest (sizes and sha256 of every file) before it is
+    evaluated, as --resume checks it: a damaged one would otherwise give figures without a word."""
+    from ..trainer.checkpoint import MANIFEST, latest_checkpoint, verify
+
+    if not (folder / MANIFEST).is_file():
+        return  # not a grposcope checkpoint (a Hugging Face folder, the final model): nothing to check against
+    problem = verify(folder)
+    if problem is not None:
+        newest = latest_checkpoint(folder.parent)
+        other = f"; the newest good checkpoint beside it is {newest}" if newest not in (None, folder) else ""
+        raise ValueError(f"{folder} is damaged: {problem}{other}")
 
 
 def _default_output_name(model: str, dataset: str) -> str:

@@ -7,6 +7,8 @@ import typing
 from pathlib import Path
 from typing import Any
 
+from ..files import read_utf8
+
 _BOOL = {"true": True, "yes": True, "1": True, "on": True, "false": False, "no": False, "0": False, "off": False}
 
 
@@ -15,7 +17,13 @@ def read_yaml(path: Path) -> dict[str, Any]:
 
     if not path.is_file():
         raise FileNotFoundError(f"config file {path} does not exist")
-    data = yaml.safe_load(path.read_text()) or {}
+    try:
+        data = yaml.safe_load(read_utf8(path)) or {}
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        problem = getattr(err, "problem", None) or str(err)
+        raise ValueError(f"{path}: {where}not valid YAML ({problem}); write one `option: value` per line") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path} must hold a mapping of GRPOConfig options, got {type(data).__name__}")
     return data
@@ -58,6 +66,8 @@ def coerce(name: str, raw: str, hint: Any) -> Any:
         return None
     if bool in origins and raw.lower() in _BOOL:
         return _BOOL[raw.lower()]
+    if dict in origins:
+        return coerce_mapping(name, raw)
     for kind, origin in zip(options, origins):
         if origin in (list, tuple) and ("," in raw or str not in origins):
             item_kind = (typing.get_args(kind) or (str,))[0]
@@ -71,5 +81,23 @@ def coerce(name: str, raw: str, hint: Any) -> Any:
                 pass
     if str in origins:
         return raw
-    raise ValueError(f"--{name}: cannot read {raw!r} as {hint}")
+    from ..trainer.config import _type_name
+
+    raise ValueError(f"--{name}: cannot read {raw!r} as {_type_name(hint)}")
+
+
+def coerce_mapping(name: str, raw: str) -> dict[str, Any]:
+    """A dict option from the command line, as JSON or a YAML flow mapping: `--generation_kwargs
+    '{"min_new_tokens": 4}'`. Read with yaml.safe_load, as a config file is: plain data, no tags that build
+    objects. What the mapping may hold is the option's own check (GRPOConfig)."""
+    import yaml
+
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError:
+        value = None
+    if not isinstance(value, dict):
+        raise ValueError(f"--{name}: cannot read {raw!r} as a mapping; write it as JSON, e.g. "
+                         f"--{name} '{{\"min_new_tokens\": 4}}'")
+    return value
 

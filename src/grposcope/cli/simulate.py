@@ -7,6 +7,8 @@ from typing import Any, Optional
 
 import typer
 
+from ..files import check_writable
+from ..sim.memory import check_memory
 from .app import USER_ERRORS, _console_logging, app, fail
 
 
@@ -63,10 +65,13 @@ def simulate_command(
     _console_logging()
     try:
         configs = _sim_configs(options)
-        for path in (output, plot):
+        check_memory(*configs)  # every run fits in this machine's memory, before the first one starts
+        for path, flag in ((output, "--output"), (plot, "--plot")):
             if path is not None and path.exists() and not overwrite:
                 raise FileExistsError(f"{path} already exists; pass --overwrite to replace it, or choose "
                                       "another file")
+            if path is not None:
+                check_writable(path, flag)  # now, not after the runs
         if plot is not None:
             _pyplot()  # a missing matplotlib fails now, not after the runs
         from ..sim import simulate

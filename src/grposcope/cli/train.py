@@ -57,14 +57,37 @@ def train(
         exit_ = fail(err)
         _say_how_to_resume(args)
         raise exit_ from None
+    except KeyboardInterrupt:
+        typer.secho("interrupted (Ctrl-C)", fg="red", err=True)
+        _say_how_to_resume(args, interrupted=True)
+        raise typer.Exit(130) from None  # 128 + SIGINT, as a shell reports it
 
 
-def _say_how_to_resume(args: Any) -> None:
-    """After a failed run: where its last checkpoint is, so that no step done so far is lost."""
+def _say_how_to_resume(args: Any, interrupted: bool = False) -> None:
+    """After a failed or interrupted run: where its last checkpoint is and the command that continues it, so
+    that no step done so far is lost."""
     if args is None:
         return
     from ..trainer.checkpoint import latest_checkpoint
 
     last = latest_checkpoint(args.output_dir)
     if last is not None:
-        typer.echo(f"the run's last checkpoint is {last}; once fixed, continue it by adding --resume", err=True)
+        how = "continue it with" if interrupted else "once fixed, continue it with"
+        typer.echo(f"the run's last checkpoint is {last}; {how}: {_resume_command()}", err=True)
+    elif interrupted:
+        from pathlib import Path
+
+        metrics = Path(args.output_dir) / "metrics.jsonl"
+        steps = sum(1 for _ in metrics.open()) if metrics.is_file() else 0
+        done = f"the {steps} step(s) done are logged in {metrics}" if steps else "no step had finished"
+        typer.echo(f"no checkpoint was written yet (one every save_steps={args.save_steps} steps); {done}",
+                   err=True)
+
+
+def _resume_command() -> str:
+    """This command line with --resume added: what continues the run."""
+    import shlex
+    import sys
+
+    argv = sys.argv[1:]
+    return shlex.join(["grposcope", *argv, *([] if "--resume" in argv else ["--resume"])])

@@ -14,6 +14,7 @@ import json
 import os
 from typing import Any
 
+from ..files import read_utf8
 from ..rewards.extract import last_boxed
 
 DEFAULT_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
@@ -29,11 +30,10 @@ def read_math_jsonl(
             f"no such file: {path!r}; give the path of a .jsonl file (one JSON object per line)"
         )
     examples = []
-    with open(path, encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
-            if line.strip():
-                row = _parse_line(line, path, line_number)
-                examples.append(_example(row, path, line_number, instruction))
+    for line_number, line in enumerate(read_utf8(path).splitlines(), start=1):
+        if line.strip():
+            row = _parse_line(line, path, line_number)
+            examples.append(_example(row, path, line_number, instruction))
     if not examples:
         raise ValueError(
             f"{path} holds no examples; write one JSON object per line with 'problem' and 'answer'"

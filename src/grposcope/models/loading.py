@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 
 from grposcope.errors import InputTypeError
 
@@ -150,6 +151,7 @@ def load_local_model(path: str | Path, *, dtype: Any = torch.float32, trust_remo
             f"{path} has a config.json but no weights (model.safetensors or pytorch_model.bin); "
             "save them there with model.save_pretrained(path), or pass the folder that holds them"
         )
+    _check_config(path)
     try:
         return AutoModelForCausalLM.from_pretrained(
             path,
@@ -158,6 +160,8 @@ def load_local_model(path: str | Path, *, dtype: Any = torch.float32, trust_remo
             use_safetensors=True if has_safetensors else None,
             local_files_only=True,
         )
+    except SafetensorError as err:
+        raise ValueError(_damaged_weights(path, err)) from None
     except pickle.UnpicklingError as err:
         # torch's message suggests retrying with weights_only=False, i.e. running the file's code: replaced
         # by what to do instead (and not chained, so that advice is not shown under ours). A ValueError, like
@@ -170,6 +174,38 @@ def load_local_model(path: str | Path, *, dtype: Any = torch.float32, trust_remo
             "the file was run. Use a checkpoint saved as model.safetensors (save_pretrained writes one), or "
             "re-save this one with save_pretrained on a machine where you trust the file."
         ) from None
+
+
+def _check_config(path: Path) -> None:
+    """config.json parses and its values have their types; transformers' own errors here are tracebacks that
+    do not name the file (a StrictDataclassFieldValidationError for `hidden_size: "abc"`)."""
+    from huggingface_hub.errors import StrictDataclassError
+    from transformers import AutoConfig
+
+    try:
+        AutoConfig.from_pretrained(path, local_files_only=True)
+    except (StrictDataclassError, TypeError, ValueError, OSError) as err:  # OSError: not JSON at all
+        problem = " ".join(str(err).split())
+        raise ValueError(f"{path / 'config.json'}: {problem}; fix the value, or save the model again with "
+                         "model.save_pretrained(path)") from None
+
+
+def _damaged_weights(path: Path, err: Exception) -> str:
+    """Which weights file of `path` is damaged, and what to do: safetensors' error names no file."""
+    from safetensors import safe_open
+
+    for file in sorted(path.glob("*.safetensors")):
+        try:
+            with safe_open(file, "pt") as handle:
+                for name in handle.keys():
+                    handle.get_slice(name)
+        except SafetensorError as bad:
+            err = bad
+            break
+    else:
+        file = path
+    return (f"{file}: damaged or truncated weights ({' '.join(str(err).split())}); copy the model again, or "
+            "re-save it with model.save_pretrained(path)")
 
 
 def _refuse_remote_code(path: Path) -> None:

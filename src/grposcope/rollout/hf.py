@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from . import ROLLOUTS
 from .base import Rollout, RolloutBackend, SamplingParams, completion_mask, concat
 from .kv_cache import reserve, reserved_cache
+from .options import check_generation_kwargs
 
 
 @ROLLOUTS.register("transformers")
@@ -20,6 +23,7 @@ class TransformersRollout(RolloutBackend):
     def __init__(self, model, tokenizer, max_prompt_length: int | None = None, batch_size: int | None = None):
         self.model, self.tokenizer = model, tokenizer
         self.max_prompt_length, self.batch_size = max_prompt_length, batch_size
+        self.prompts_cut = 0  # prompts longer than max_prompt_length so far (`prompt/truncated_frac`)
         self.eos_ids = _eos_ids(model, tokenizer)
         if tokenizer.pad_token_id is None:
             raise ValueError("the tokenizer has no pad token: set tokenizer.pad_token = tokenizer.eos_token")
@@ -27,6 +31,10 @@ class TransformersRollout(RolloutBackend):
     @torch.inference_mode()
     def generate(self, prompts: list[str], num_generations: int, params: SamplingParams) -> Rollout:
         """G completions of each prompt; group j is rows j*G .. j*G+G-1."""
+        # `params.extra` reaches generate() as keywords: checked here too, whoever built it (a config checks
+        # its generation_kwargs when it is made, but SamplingParams is public and a config field can be reset)
+        extra = check_generation_kwargs(dict(params.extra), params.max_completion_length)
+        params = dataclasses.replace(params, extra=tuple(extra.items()))  # as generate() takes them (floats)
         per_call = max(1, (self.batch_size or len(prompts) * num_generations) // num_generations)
         parts = [
             self._generate(prompts[i : i + per_call], num_generations, params)
@@ -40,6 +48,7 @@ class TransformersRollout(RolloutBackend):
         enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
         ids, mask = enc["input_ids"], enc["attention_mask"]  # (B, P)
         if self.max_prompt_length is not None and ids.shape[1] > self.max_prompt_length:
+            self.prompts_cut += int((mask.sum(dim=1) > self.max_prompt_length).sum())
             ids, mask = ids[:, -self.max_prompt_length :], mask[:, -self.max_prompt_length :]
         ids, mask = ids.to(self.model.device), mask.to(self.model.device)
         cache = self._prefill(ids, mask, g, ids.shape[1] + params.max_completion_length)
@@ -47,6 +56,7 @@ class TransformersRollout(RolloutBackend):
         sampling = {"do_sample": False} if params.greedy else {
             "do_sample": True, "temperature": params.temperature, "top_p": params.top_p, "top_k": params.top_k,
         }
+        sampling.update(params.extra)  # generation_kwargs win over top_p / top_k, as in TRL (and its docs say)
         out = self.model.generate(
             input_ids=ids,
             attention_mask=mask,
@@ -56,7 +66,6 @@ class TransformersRollout(RolloutBackend):
             eos_token_id=self.eos_ids,
             use_cache=True,
             **sampling,
-            **dict(params.extra),
         )  # (B*G, P + T'), T' <= max_completion_length
         completion_ids = out[:, ids.shape[1] :]  # (B*G, T')
         cmask, truncated = completion_mask(completion_ids, self.eos_ids)

@@ -22,6 +22,7 @@ from ..core.diagnostics import CollapseMonitor
 from ..sampling import SAMPLERS, Sampler
 from ..sampling.stream import PromptStream
 from .config import SimConfig
+from .memory import check_memory
 from .model import Population, Simulated, make_population, policy_gradient, success_prob
 
 # the generators of one run, each from its own seed, so that e.g. a sampler that draws more samples does not
@@ -49,6 +50,7 @@ class SimResult:
 def simulate(config: SimConfig, population: Population | None = None) -> SimResult:
     """Runs `config.steps` steps. `population` replaces the generated prompts (then config.prompts,
     features, shared_skill, difficulty_* and heldout_frac are not used): e.g. hand-made prompts in tests."""
+    check_memory(config)  # a step too big for this machine fails here with its size, not in torch's allocator
     with _torch_threads(config.threads):
         return _simulate(config, population)
 

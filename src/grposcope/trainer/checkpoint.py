@@ -11,6 +11,8 @@ A checkpoint is written into a hidden `.tmp-checkpoint-N` folder and renamed int
 so a run killed while saving leaves no `checkpoint-N` behind. A `checkpoint-N` that fails its manifest check
 (truncated or corrupted by something else: a full disk, a partial copy) is skipped with a warning when the
 newest checkpoint is looked for, and refused with the reason when named explicitly.
+A save that does not fit on the disk (checked against an estimate before writing, or failing with ENOSPC while
+writing) raises DiskFullError and keeps nothing of it; metrics.jsonl and earlier checkpoints stay as they were.
 Nothing here unpickles code: tensors load through safetensors, everything else with `weights_only=True`.
 """
 
@@ -29,6 +31,8 @@ from typing import Any
 import torch
 
 from ..errors import UserError
+from ..logging.backends import METRICS_FILE
+from . import disk_space  # a module, not names: disk_space reads this module's names at call time
 
 FORMAT = 1
 MANIFEST = "manifest.json"
@@ -61,7 +65,8 @@ def save_checkpoint(output_dir: str | os.PathLike[str], step: int, *, model, tok
         torch.save({"format": FORMAT, **state, "rng": rng_state()}, folder / STATE)
         (folder / STATE_JSON).write_text(json.dumps({"format": FORMAT, **info}, indent=2, default=str) + "\n")
 
-    write_folder_atomically(target, write, manifest=True)
+    needs = disk_space.estimate_checkpoint_bytes(output_dir, model, optimizer)
+    write_folder_atomically(target, write, manifest=True, needs=needs)
     if save_total_limit:
         rotate(Path(output_dir), save_total_limit, keep=target)
     return target
@@ -73,12 +78,23 @@ def save_weights(folder: Path, model, tokenizer) -> None:
     tokenizer.save_pretrained(folder)
 
 
-def write_folder_atomically(target: Path, write, manifest: bool = False) -> None:
+def save_final_model(target: Path, model, tokenizer) -> None:
+    """The trained model and tokenizer in `target` (output_dir/model), written atomically like a checkpoint."""
+    needs = disk_space.estimate_model_bytes(target.parent, model)
+    write_folder_atomically(target, lambda tmp: save_weights(tmp, model, tokenizer), needs=needs)
+
+
+def write_folder_atomically(target: Path, write, manifest: bool = False, needs: int = 0) -> None:
     """Calls `write(tmp)` on a fresh hidden folder next to `target`, then renames it to `target`.
 
     With `manifest`, every file's size and sha256 go into manifest.json, written last. An existing `target`
     (a checkpoint of the same step from before a resume) is replaced only after the new one is complete.
+    `needs` (bytes, an estimate) is checked against the free space first; a write that fills the disk anyway
+    raises DiskFullError too. Either way nothing of `target` is left behind.
     """
+    free = shutil.disk_usage(disk_space._existing(target.parent)).free
+    if needs and free < needs:
+        raise disk_space.disk_full(target, needs, free)
     tmp = target.parent / f"{_TMP_PREFIX}{target.name}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -95,8 +111,10 @@ def write_folder_atomically(target: Path, write, manifest: bool = False) -> None
         os.replace(tmp, target)
         shutil.rmtree(old, ignore_errors=True)
         _fsync(target.parent)
-    except BaseException:
+    except BaseException as err:
         shutil.rmtree(tmp, ignore_errors=True)
+        if disk_space.is_disk_full(err):
+            raise disk_space.disk_full(target, needs, free, failure=err) from err
         raise
 
 
@@ -167,6 +185,14 @@ def resolve(spec: str | bool, output_dir: str | os.PathLike[str]) -> Path:
     """The checkpoint `resume_from_checkpoint` names: True = the newest complete one in output_dir."""
     if spec is True:
         found = latest_checkpoint(output_dir)
+        if found is None and disk_space._holds_metrics(Path(output_dir)):
+            # the run there cannot be continued, and a new run refuses its folder: name the one way on
+            raise CheckpointError(
+                f"resume_from_checkpoint=True, but {output_dir} holds a run's {METRICS_FILE} and no complete "
+                "checkpoint (checkpoint-N folders are written every save_steps), so --resume has nothing to "
+                f"continue: start the run over without --resume and with {disk_space.start_over(output_dir)}; or point "
+                "resume_from_checkpoint at a checkpoint folder"
+            )
         if found is None:
             raise CheckpointError(
                 f"resume_from_checkpoint=True, but {output_dir} holds no complete checkpoint (checkpoint-N "

@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.losses import KL_ESTIMATORS
+from ..errors import InputTypeError
 from ..eval_settings import MAX_PROMPT_LENGTH
 from ..models.loading import DEFAULT_MODEL
 from ..rewards.scorer import ERROR_MODES
+from ..rollout.options import check_generation_kwargs
 from .options import FAMILIES, checked_entries, with_component_options
 
 # TRL's loss_type names -> the aggregation of grposcope.core.losses (see docs/algorithms.md).
@@ -133,8 +135,11 @@ class GRPOConfig:
     """TRL's option, kept so that a TRL config loads: grposcope's own trainer generates with transformers, and
     True stops with the route for vLLM rollouts, the TRL integration (grposcope.integrations.trl)."""
     generation_kwargs: dict[str, Any] | None = None
-    """More keyword arguments for transformers' `generate` (TRL), e.g. {"min_new_tokens": 64} or
-    {"repetition_penalty": 1.1}. They override the options above."""
+    """More sampling options for transformers' `generate` (TRL), e.g. {"min_new_tokens": 64} or
+    {"repetition_penalty": 1.1}; on the command line as JSON: --generation_kwargs '{"min_new_tokens": 64}'.
+    Plain sampling options only (rollout/options.py lists them): top_k and top_p here override the options
+    above; what grposcope sets itself (temperature, max_new_tokens) and anything that loads code or objects
+    (custom_generate, trust_remote_code, assistant_model, ...) is refused."""
     mask_truncated_completions: bool = False
     """Exclude completions without EOS from the loss (DAPO, arXiv 2503.14476)."""
     overlong_buffer_len: int = 0
@@ -208,8 +213,11 @@ class GRPOConfig:
     """torch.set_num_threads for the run (default: torch's choice)."""
 
     def __post_init__(self) -> None:
+        _check_types(self)
         _check_positive(self, "num_generations", "per_device_train_batch_size", "gradient_accumulation_steps",
                         "num_iterations", "logging_steps", "save_steps")
+        if self.torch_threads is not None:
+            _check_positive(self, "torch_threads")
         if self.num_generations < 2:
             raise ValueError(
                 f"num_generations must be >= 2 (got {self.num_generations}): GRPO compares completions of the "
@@ -277,6 +285,7 @@ class GRPOConfig:
         if not 0 <= self.overlong_buffer_len <= self.max_completion_length:
             raise ValueError(f"overlong_buffer_len must be in [0, max_completion_length={self.max_completion_length}]"
                              f" (0: off), got {self.overlong_buffer_len}")
+        self.generation_kwargs = check_generation_kwargs(self.generation_kwargs, self.max_completion_length)
         for family, name in checked_entries(self):
             FAMILIES[family].build(name, self)  # a bad option fails with its rule, even for an entry not chosen
 
@@ -310,10 +319,78 @@ class GRPOConfig:
         if unknown:
             import difflib
 
-            hints = {u: difflib.get_close_matches(u, cls.field_names(), n=1) for u in unknown}
+            hints = {u: [ALIASES[u]] if u in ALIASES else difflib.get_close_matches(u, cls.field_names(), n=1)
+                     for u in unknown}
             said = ", ".join(f"{u}" + (f" (did you mean {h[0]}?)" if h else "") for u, h in hints.items())
             raise ValueError(f"unknown GRPOConfig option(s): {said}")
         return cls(**values)
+
+
+# names people reach for that are not the option's (other tools', or short forms) -> the option
+ALIASES = {"model": "model_name_or_path", "model_name": "model_name_or_path", "model_path": "model_name_or_path",
+           "dataset": "dataset_name", "data": "dataset_name", "lr": "learning_rate", "steps": "max_steps",
+           "output": "output_dir", "out": "output_dir", "group_size": "num_generations", "G": "num_generations",
+           "batch_size": "per_device_train_batch_size", "threads": "torch_threads"}
+
+
+def _check_types(config: GRPOConfig) -> None:
+    """Each option holds a value of its declared type (a YAML file can hold anything: `learning_rate: [1, 2]`),
+    and every number is finite: NaN or inf would surface steps later, after the model loaded, as a stranger
+    error."""
+    import math
+    import typing
+
+    hints = typing.get_type_hints(type(config))
+    for f in dataclasses.fields(config):
+        value, hint = getattr(config, f.name), hints.get(f.name, Any)
+        if not _is_a(value, hint):
+            raise InputTypeError(f"option {f.name}: got {value!r} ({type(value).__name__}); it takes "
+                                 f"{_type_name(hint)}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"option {f.name}: got {value}; give a finite number")
+
+
+def _is_a(value: Any, hint: Any) -> bool:
+    """Whether `value` fits type `hint` (Any, unions, list/tuple/dict of items); an int is a float, a bool is
+    neither an int nor a float (YAML's `yes`)."""
+    import types
+    import typing
+
+    origin = typing.get_origin(hint)
+    if hint is Any:
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return any(_is_a(value, arg) for arg in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if origin in (list, tuple):
+        args = [a for a in typing.get_args(hint) if a is not Ellipsis] or [Any]
+        return isinstance(value, (list, tuple)) and all(_is_a(item, args[0]) for item in value)
+    if origin is dict:
+        return isinstance(value, dict)
+    return isinstance(value, origin or hint)
+
+
+def _type_name(hint: Any) -> str:
+    """`float`, `int or None`, `a list of str`: the type as the error message says it."""
+    import types
+    import typing
+
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(arg) for arg in typing.get_args(hint))
+    if hint is type(None):
+        return "None"
+    if origin in (list, tuple):
+        args = [a for a in typing.get_args(hint) if a is not Ellipsis] or [Any]
+        return f"a list of {_type_name(args[0])}"
+    if origin is dict:
+        return "a mapping"
+    return getattr(hint, "__name__", str(hint))
 
 
 def _check_positive(config: GRPOConfig, *names: str) -> None:

@@ -41,12 +41,16 @@ class Drawer:
         self.backend, self.scorer, self.params, self.pad_id, self.timer = backend, scorer, params, pad_id, timer
         self.state = state
         self.scores: list[Any] = []  # the ScoreResult of every draw, for the reward metrics
+        self.prompts_drawn = self.prompts_cut = 0  # prompts generated for, and those cut to max_prompt_length
         self.inputs: list[tuple[list, list]] = []  # (prompts, completions) of every draw, as the rewards saw them
 
     def draw(self, examples: list[dict], n: int) -> ScoredDraw:
         """n completions of each example, generated and scored.  -> rewards, lengths (B, n)"""
+        cut_before = getattr(self.backend, "prompts_cut", 0)
         with self.timer("generation"):
             rollout = self.backend.generate([e["prompt_text"] for e in examples], n, self.params)  # B*n rows
+        self.prompts_drawn += len(examples)
+        self.prompts_cut += getattr(self.backend, "prompts_cut", 0) - cut_before
         with self.timer("scoring"):
             prompts, completions, columns = reward_inputs(examples, rollout.texts, n, rollout.completion_ids,
                                                           rollout.completion_mask)

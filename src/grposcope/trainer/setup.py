@@ -21,7 +21,9 @@ from ..rollout import ROLLOUTS
 from ..sampling.stream import PromptStream
 from .checkpoint import checkpoint_folders
 from .config import GRPOConfig
+from .disk_space import keep_metrics_aside, start_over
 from .geometry import Geometry, geometry_for, total_steps
+from .memory import check_memory
 from .options import build
 
 
@@ -53,6 +55,7 @@ def build_run(args: GRPOConfig, model, reward_funcs, train_dataset, eval_dataset
         torch.set_num_threads(args.torch_threads)
     geometry = geometry_for(args)  # before anything slow: a bad batch geometry fails at once
     train, evals, task_rewards = load_examples(args, train_dataset, eval_dataset)  # bad data too
+    check_memory(args, geometry, model if model is not None else args.model_name_or_path, train)  # and a step too big
     model, tokenizer = load_model(
         model if model is not None else args.model_name_or_path,
         tokenizer=processing_class,
@@ -95,6 +98,12 @@ def check_output_dir(args: GRPOConfig) -> list[str]:
     metrics = root / "metrics.jsonl"
     checkpoints = checkpoint_folders(root)
     used = (metrics.is_file() and metrics.stat().st_size > 0) or bool(checkpoints)
+    if used and not args.overwrite_output_dir and not checkpoints:  # --resume cannot continue it either
+        raise ValueError(
+            f"{args.output_dir} already holds a run with no checkpoint to resume from (metrics.jsonl, no "
+            "checkpoint-N folder), so --resume cannot continue it: choose another output_dir, or start it over "
+            f"in this one with {start_over(root)}"
+        )
     if used and not args.overwrite_output_dir:
         raise ValueError(
             f"{args.output_dir} already holds a run (metrics.jsonl or checkpoints): continue it with --resume "
@@ -103,8 +112,11 @@ def check_output_dir(args: GRPOConfig) -> list[str]:
         )
     for folder in checkpoints:
         shutil.rmtree(folder)
+    kept = keep_metrics_aside(root)  # the earlier run's record is never lost, only moved aside
     root.mkdir(parents=True, exist_ok=True)
-    return [f"overwrite_output_dir: removed {len(checkpoints)} checkpoint(s) of the earlier run"] if checkpoints else []
+    notes = [f"removed {len(checkpoints)} checkpoint(s) of the earlier run"] if checkpoints else []
+    notes += [f"kept the earlier run's metrics.jsonl as {kept.name}"] if kept else []
+    return [f"overwrite_output_dir: {note}" for note in notes]
 
 
 def seed_everything(seed: int) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import torch
 from ..core import losses
 from ..core.diagnostics import CollapseMonitor
 from ..errors import InputTypeError, NonFiniteError
+from ..files import check_writable
 from ..logging.backends import METRICS_FILE
 from ..rollout import SamplingParams
 from . import checkpoint
@@ -56,6 +58,7 @@ class GRPOTrainer:
     ) -> None:
         self.args = args or GRPOConfig()
         self.callbacks = _check_callbacks(callbacks or [])
+        check_writable(self.args.output_dir, "output_dir", folder=True)  # before the model loads
         run = build_run(self.args, model, reward_funcs, train_dataset, eval_dataset, processing_class)
         self.model, self.tokenizer, self.ref_model = run.model, run.tokenizer, run.ref_model
         self.geometry, self.stream, self.eval_examples = run.geometry, run.stream, run.eval_examples
@@ -72,6 +75,7 @@ class GRPOTrainer:
         self._eval_before: dict[str, float] | None = None  # held-out figures before training
         self._last_eval: dict[str, float] = {}  # the latest evaluation, reused as "after" when it is current
         self._last_eval_step = -1
+        self._warned_prompt_cut = False
 
     # --- the loop ---------------------------------------------------------------------------------------
 
@@ -170,6 +174,12 @@ class GRPOTrainer:
     def _generation_metrics(self, drawer: Drawer, selection: Any, rollout: Any) -> dict[str, float]:
         """A generation batch's reward, sampler, length and speed figures (rewards of the kept groups)."""
         rewards, lengths = selection.rewards, rollout.lengths.float()  # (B', G), (N,)
+        if drawer.prompts_cut and not self._warned_prompt_cut:
+            self._warned_prompt_cut = True  # once a run: prompt/truncated_frac counts every step
+            warnings.warn(f"{drawer.prompts_cut} of the {drawer.prompts_drawn} prompts of step "
+                          f"{self.global_step + 1} are longer than max_prompt_length={self.args.max_prompt_length} "
+                          "tokens and keep only their last tokens (counted in prompt/truncated_frac); raise "
+                          "max_prompt_length, or None for no limit", RuntimeWarning, stacklevel=2)
         return {
             **drawer.reward_metrics(),
             **selection.metrics,
@@ -177,6 +187,7 @@ class GRPOTrainer:
             "reward/std": rewards.std().item() if rewards.numel() > 1 else 0.0,
             "completion/mean_length": lengths.mean().item(),
             "completion/truncated_frac": rollout.truncated.float().mean().item(),
+            "prompt/truncated_frac": drawer.prompts_cut / max(drawer.prompts_drawn, 1),
             "perf/gen_tokens_per_s": selection.tokens_generated / max(self.timer.seconds["generation"], 1e-9),
         }
 
@@ -330,8 +341,7 @@ class GRPOTrainer:
     def save_model(self, subdir: str = "model") -> str:
         """The model and tokenizer as a Hugging Face folder (safetensors), written atomically."""
         path = Path(self.args.output_dir) / subdir
-        checkpoint.write_folder_atomically(path, lambda tmp: checkpoint.save_weights(tmp, self.model,
-                                                                                     self.tokenizer))
+        checkpoint.save_final_model(path, self.model, self.tokenizer)  # DiskFullError when it does not fit
         return str(path)
 
     def save_checkpoint(self) -> Path:

@@ -1,0 +1,47 @@
+"""The files a user hands in or names: text read with an encoding error that says where (YAML configs, JSONL
+data), and outputs checked before the work that would write them."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+
+def read_utf8(path: str | os.PathLike[str]) -> str:
+    """The file's text; a file that is not UTF-8 raises ValueError naming where the first bad byte is."""
+    data = open(path, "rb").read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        raise ValueError(
+            f"{os.fspath(path)}: line {line}, column {column}: not UTF-8 text (byte 0x{data[err.start]:02x}); "
+            "save the file as UTF-8"
+        ) from None
+
+
+def check_writable(path: str | os.PathLike[str], what: str, folder: bool = False) -> None:
+    """Raises before any work when `path` (a file, or with `folder` a folder) could not be written later:
+    its nearest existing ancestor must be a folder where a file can be created (tried, then removed), and an
+    existing `path` must be of the right kind."""
+    target = os.path.abspath(os.fspath(path))
+    if os.path.exists(target):
+        kind_ok = os.path.isdir(target) if folder else os.path.isfile(target)
+        if not kind_ok:
+            wanted = "a folder" if folder else "a file"
+            raise ValueError(f"{what} {os.fspath(path)} exists and is not {wanted}; choose another {what}")
+        where = target if folder else os.path.dirname(target)
+    else:
+        where = os.path.dirname(target)
+        while not os.path.exists(where):
+            where = os.path.dirname(where)
+        if not os.path.isdir(where):
+            raise ValueError(f"{what} {os.fspath(path)} cannot be created: {where} is a file, not a folder; "
+                             f"choose another {what}")
+    try:  # a real file, not os.access: root passes os.access everywhere, and a read-only mount fails only here
+        with tempfile.NamedTemporaryFile(dir=where, prefix=".grposcope-probe-"):
+            pass
+    except OSError as err:
+        raise PermissionError(f"{what} {os.fspath(path)} cannot be written: creating a file in {where} fails "
+                              f"({err.strerror}); choose another {what}") from None
