@@ -81,9 +81,9 @@ def coerce(name: str, raw: str, hint: Any) -> Any:
                 pass
     if str in origins:
         return raw
-    from ..trainer.config import _type_name
+    from ..trainer.config import type_name
 
-    raise ValueError(f"--{name}: cannot read {raw!r} as {_type_name(hint)}")
+    raise ValueError(f"--{name}: cannot read {raw!r} as {type_name(hint)}")
 
 
 def coerce_mapping(name: str, raw: str) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from ..core.advantages import ESTIMATORS
 from ..sampling import SAMPLERS
 from ..trainer import config as own_config
 from ..trainer.config_doc import field_docs
-from ..trainer.options import FAMILIES, declared, with_component_options
+from ..trainer.options import FAMILIES, declared, unread_component_option, with_component_options
 
 RUN_WIDE = ("advantage_estimator", "use_avspo", "sampler", "success_threshold", "acr_ema_lambda", "kl_bound")
 FAMILIES_IN_TRL = ("advantage_estimator", "sampler")
@@ -88,11 +88,7 @@ class GRPOConfig(_Fields):
 
     def unused_options(self) -> list[str]:
         """An estimator's or sampler's option set away from its default that the chosen one does not read."""
-        notes = []
-        for name, option in declared().items():
-            if option.family in FAMILIES_IN_TRL and hasattr(self, name) and getattr(self, name) != option.default:
-                chosen = getattr(self, option.family)
-                if chosen not in option.entries:
-                    notes.append(f"{name}={getattr(self, name)!r} is not used: {option.family}={chosen!r} does not "
-                                 f"read it (read by {option.family} {', '.join(option.entries)})")
-        return notes
+        options = declared()
+        changed = [name for name, option in options.items()
+                   if hasattr(self, name) and getattr(self, name) != option.default]
+        return [note for name in changed if (note := unread_component_option(self, name, options))]

@@ -345,7 +345,7 @@ def _check_types(config: GRPOConfig) -> None:
         value, hint = getattr(config, f.name), hints.get(f.name, Any)
         if not _is_a(value, hint):
             raise InputTypeError(f"option {f.name}: got {value!r} ({type(value).__name__}); it takes "
-                                 f"{_type_name(hint)}")
+                                 f"{type_name(hint)}")
         if isinstance(value, float) and not math.isfinite(value):
             raise ValueError(f"option {f.name}: got {value}; give a finite number")
 
@@ -375,19 +375,19 @@ def _is_a(value: Any, hint: Any) -> bool:
     return isinstance(value, origin or hint)
 
 
-def _type_name(hint: Any) -> str:
+def type_name(hint: Any) -> str:
     """`float`, `int or None`, `a list of str`: the type as the error message says it."""
     import types
     import typing
 
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
-        return " or ".join(_type_name(arg) for arg in typing.get_args(hint))
+        return " or ".join(type_name(arg) for arg in typing.get_args(hint))
     if hint is type(None):
         return "None"
     if origin in (list, tuple):
         args = [a for a in typing.get_args(hint) if a is not Ellipsis] or [Any]
-        return f"a list of {_type_name(args[0])}"
+        return f"a list of {type_name(args[0])}"
     if origin is dict:
         return "a mapping"
     return getattr(hint, "__name__", str(hint))

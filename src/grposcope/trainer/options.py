@@ -125,13 +125,25 @@ def unused_options(args: Any) -> list[str]:
     options = declared()
     notes = []
     for field in (name for name in defaults if getattr(args, name) != defaults[name]):
-        value, option = getattr(args, field), options.get(field)
-        if option is not None and getattr(args, option.family) not in option.entries:
-            notes.append(f"{field}={value!r} is not used: {option.family}={getattr(args, option.family)!r} does "
-                         f"not read it (read by {option.family} {', '.join(option.entries)})")
+        note = unread_component_option(args, field, options)
+        if note:
+            notes.append(note)
         if field in CONDITIONAL and not CONDITIONAL[field][0](args):
-            notes.append(f"{field}={value!r} is not used: it is read by {CONDITIONAL[field][1]}")
+            notes.append(f"{field}={getattr(args, field)!r} is not used: it is read by {CONDITIONAL[field][1]}")
     return notes
+
+
+def unread_component_option(args: Any, field: str, options: dict[str, Declared] | None = None) -> str | None:
+    """The note for a component option `field` that `args` sets but whose family's chosen entry does not read
+    it; None when it is read, or is no component option (a config with fewer families: only those it has)."""
+    option = (options if options is not None else declared()).get(field)
+    if option is None or not hasattr(args, option.family):
+        return None
+    chosen = getattr(args, option.family)
+    if chosen in option.entries:
+        return None
+    return (f"{field}={getattr(args, field)!r} is not used: {option.family}={chosen!r} does not read it (read by "
+            f"{option.family} {', '.join(option.entries)})")
 
 
 def readers(field: str) -> str:
