@@ -54,6 +54,7 @@ import trl  # noqa: E402
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR  # noqa: E402
 
 from ..core.diagnostics import CollapseMonitor, collapse_metrics  # noqa: E402
+from ..rewards.scorer import combine, none_frac  # noqa: E402
 from ..sampling.base import ScoredDraw  # noqa: E402
 from ..sampling.stream import PromptStream  # noqa: E402
 from ..trainer.options import build  # noqa: E402
@@ -158,10 +159,8 @@ class GRPOTrainer(trl.GRPOTrainer):
         the reward functions, None skipped. A completion no function scored gets 0.0 and is counted in
         `reward/none_frac`, as in grposcope's own trainer (TRL leaves it out of its group's mean instead)."""
         per_func = self._rewards_per_func.float().cpu()  # (N, F), NaN where a function returned None
-        weights = self.reward_weights.float().cpu()  # (F,)
-        unscored = torch.isnan(per_func).all(dim=1)  # (N,)
-        rewards = (per_func * weights).nansum(dim=1)  # (N,), 0.0 where unscored
-        return rewards.view(-1, g), {"reward/none_frac": unscored.float().mean().item()}
+        rewards = combine(per_func, self.reward_weights.cpu()).float()  # (N,), 0.0 where unscored
+        return rewards.view(-1, g), {"reward/none_frac": none_frac(per_func)}
 
     def _gathered_lengths(self, output: dict[str, Any]) -> torch.Tensor:
         """Completion tokens of every process's rows, for the sampler's accounting.  -> (N,)"""

@@ -240,7 +240,7 @@ class RewardScorer:
                 for key, logged in log.metrics.items():
                     logged_metrics.setdefault(key, []).extend(logged)
                 extra_columns.update(log.columns)
-        rewards = torch.nansum(per_function * self.weights.double(), dim=1)  # (N,); all-NaN rows sum to 0.0
+        rewards = combine(per_function, self.weights)  # (N,)
         errors = int(errored.sum())
         return ScoreResult(
             rewards=rewards.float(), per_function=per_function.float(),
@@ -360,13 +360,24 @@ def _check_batch(prompts: Sequence[Any], completions: Sequence[Any], columns: di
     return n
 
 
+def combine(per_function: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """TRL's rule: the weighted sum of each sample's values, None (NaN) skipped; a sample no function scored
+    gets 0.0 (counted in `reward/none_frac`).  per_function (N, F), weights (F,) -> (N,) float64"""
+    return torch.nansum(per_function.double() * weights.double().to(per_function.device), dim=1)
+
+
+def none_frac(per_function: torch.Tensor) -> float:
+    """`reward/none_frac`: the share of samples no function scored.  per_function (N, F), NaN for None"""
+    none = torch.isnan(per_function).all(dim=1)  # (N,)
+    return float(none.float().mean()) if len(none) else 0.0
+
+
 def reward_metrics(per_function: torch.Tensor, names: Sequence[str], errors: float) -> dict[str, float]:
     """`reward/<name>/mean` (over the samples a function applied to), `reward/errors` (samples zero-scored by
     a failure) and `reward/none_frac` (samples no function applied to).  per_function (N, F), NaN for None"""
     metrics = {f"reward/{name}/mean": _nanmean(per_function[:, j]) for j, name in enumerate(names)}
     metrics["reward/errors"] = errors
-    none = torch.isnan(per_function).all(dim=1)  # (N,)
-    metrics["reward/none_frac"] = float(none.float().mean()) if len(none) else 0.0
+    metrics["reward/none_frac"] = none_frac(per_function)
     return metrics
 
 
