@@ -4,11 +4,13 @@
     grposcope train --config run.yaml --num_generations 16 --use_avspo true
     grposcope eval --model output/quickstart/model --dataset arithmetic
     grposcope simulate --sampler fixed,dynamic
+    grposcope report output/quickstart --out report
+    grposcope sweep --out runs/sweep --group_sizes 4,8 --levels easy,hard
 """
 
 from __future__ import annotations
 
-from . import eval, simulate, train  # noqa: F401  (register the commands)
+from . import eval, report, simulate, sweep, train  # noqa: F401  (register the commands)
 from .app import app
 from .options import coerce, coerce_all, parse_overrides, read_yaml
 

@@ -1,0 +1,108 @@
+"""`grposcope report`: plots, report.md and a self-contained report.html for one or more runs (docs/report.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, List
+
+import typer
+
+from ..files import check_writable
+from .app import USER_ERRORS, _console_logging, app, fail
+
+REPORT_FILES = ("report.md", "report.html")
+
+
+@app.command("report")
+def report_command(
+    runs: List[Path] = typer.Argument(..., help="Run output folders (grposcope's metrics.jsonl or TRL's "
+                                      "trainer_state.json, also in a checkpoint-* folder), or a folder of runs "
+                                      "such as a sweep's."),
+    out: Path = typer.Option(Path("report"), "--out", help="Folder for the PNGs, report.md and report.html."),
+    regress: bool = typer.Option(False, "--regress", help="Also fit final held-out accuracy against acr_100 "
+                                 "over the runs (least squares, Pearson r, R^2, p-value); needs >= 3 runs."),
+    entropy_floor: float = typer.Option(0.5, "--entropy_floor", help="The entropy alarm's floor drawn on the "
+                                        "entropy plot (nats; the runs' entropy_floor)."),
+    kl_bound: float = typer.Option(0.5, "--kl_bound", help="The kl_drift alarm's bound drawn on the KL plot."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace a report already in --out."),
+) -> None:
+    """Plot and tabulate runs: ACR and acr_post, all-correct vs all-wrong collapse, entropy, KL, reward,
+    held-out accuracy and sampler cost, the runs overlaid on one step axis, alarms marked.
+
+    \b
+    Examples:
+      grposcope report output/quickstart --out report
+      grposcope report runs/grpo runs/avspo trl_out/ --out compare
+      grposcope report runs/sweep --regress --out sweep_report
+    """
+    _console_logging()
+    try:
+        paths = expand_runs(runs)
+        check_out(out, overwrite)
+        from ..reports.render import build_report
+        from ..reports.runs import load_run
+
+        loaded = [load_run(path, name) for path, name in zip(paths, run_names(paths))]
+        report = build_report(loaded, out, regress, entropy_floor, kl_bound)
+    except (*USER_ERRORS, ImportError) as err:  # ImportError: no matplotlib
+        raise fail(err) from None
+    _print_summary(report, out)
+
+
+def is_run(path: Path) -> bool:
+    if path.is_file():
+        return path.name in ("metrics.jsonl", "trainer_state.json")
+    return ((path / "metrics.jsonl").is_file() or (path / "trainer_state.json").is_file()
+            or any((p / "trainer_state.json").is_file() for p in path.glob("checkpoint-*")))
+
+
+def expand_runs(paths: list[Path]) -> list[Path]:
+    """The runs named: a run folder as is; a folder of run folders (a sweep) as its runs, sorted."""
+    found: list[Path] = []
+    for path in paths:
+        if not path.exists():
+            raise FileNotFoundError(f"{path} does not exist; give a run's output folder")
+        if is_run(path):
+            found.append(path)
+            continue
+        inner = sorted(p for p in path.iterdir() if p.is_dir() and is_run(p)) if path.is_dir() else []
+        if not inner:
+            raise FileNotFoundError(f"{path} is not a run (no metrics.jsonl, trainer_state.json or checkpoint-* "
+                                    "with one) and holds no run folders")
+        found += inner
+    return list(dict.fromkeys(found))
+
+
+def run_names(paths: list[Path]) -> list[str]:
+    """Each run's folder name; runs whose folder names clash get their parent's name in front."""
+    base = [p.parent.name if p.is_file() else p.name for p in paths]
+    return [f"{p.resolve().parent.name}/{name}" if base.count(name) > 1 else name for p, name in zip(paths, base)]
+
+
+def check_out(out: Path, overwrite: bool) -> None:
+    existing = [name for name in REPORT_FILES if (out / name).exists()]
+    if existing and not overwrite:
+        raise FileExistsError(f"{out} already holds {', '.join(existing)}; pass --overwrite to replace the "
+                              "report, or choose another --out")
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"--out {out} is a file; give a folder for the report")
+    out.mkdir(parents=True, exist_ok=True)
+    check_writable(out / "report.html", "--out")
+
+
+def _print_summary(report: Any, out: Path) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..reports.render import COLUMNS, fit_sentence, table_rows
+
+    console = Console() if Console().is_terminal else Console(width=240)  # a log file: whole names, no wrap
+    table = Table(title=f"grposcope report: {len(report.runs)} run(s)")
+    for column in COLUMNS:
+        table.add_column(column, no_wrap=column == "run")
+    for row in table_rows(report):
+        table.add_row(*row)
+    console.print(table)
+    if report.fit is not None:
+        typer.echo(fit_sentence(report.fit))
+    typer.echo(f"wrote {len(report.plots) + (report.fit is not None)} plot(s), report.md and report.html to {out}")

@@ -1,0 +1,156 @@
+"""`grposcope report`'s output: report.md (a table row per run, links to the PNGs) and report.html (the same
+with every plot embedded as a data URI: one file that opens offline, without a CDN or a server)."""
+
+from __future__ import annotations
+
+import base64
+import html
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .figures import RunFigures, run_figures
+from .regression import Fit, fit_line
+from .runs import Run
+
+COLUMNS = ("run", "source", "steps", "final acc.", "best acc.", "mean ACR", "acr_100", "mean acr_post",
+           "alarms (first step)", "samples gen.", "tokens gen.", "wall time")
+
+
+@dataclass
+class Report:
+    runs: list[Run]
+    figures: list[RunFigures]
+    plots: list[tuple[str, str]]  # (PNG file name, caption)
+    fit: Fit | None = None
+    regression_points: list[tuple[str, float, float]] | None = None  # (run, acr_100, final accuracy)
+    skipped: list[str] | None = None  # runs left out of the regression, and why
+
+
+def regression_inputs(runs: list[Run], figures: list[RunFigures]) -> tuple[list[tuple[str, float, float]], list[str]]:
+    """(run, acr_100, final accuracy) of every run that has both; the others named with what they lack."""
+    points, skipped = [], []
+    for run, fig in zip(runs, figures):
+        missing = [what for what, v in (("acr_100", fig.acr_100), ("a held-out accuracy", fig.final_accuracy))
+                   if v is None]
+        if missing:
+            skipped.append(f"{run.name} (no {' or '.join(missing)})")
+        else:
+            points.append((run.name, fig.acr_100, fig.final_accuracy))
+    return points, skipped
+
+
+def fit_runs(runs: list[Run], figures: list[RunFigures]) -> tuple[Fit, list[tuple[str, float, float]], list[str]]:
+    points, skipped = regression_inputs(runs, figures)
+    if len(points) < 3:
+        lacking = f"; left out: {', '.join(skipped)}" if skipped else ""
+        raise ValueError(f"--regress fits final accuracy against acr_100 and needs at least 3 runs with both, "
+                         f"got {len(points)}{lacking}. A line through fewer points says nothing; add runs "
+                         "(grposcope sweep launches a grid of short ones)")
+    fit = fit_line([p[1] for p in points], [p[2] for p in points])
+    return fit, points, skipped
+
+
+def _num(value: float | None, digits: int = 3) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def _count(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:,.0f}"
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "n/a"
+    seconds = int(round(seconds))
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+def table_rows(report: Report) -> list[list[str]]:
+    rows = []
+    for run, f in zip(report.runs, report.figures):
+        alarms = ", ".join(f"{a.name} {a.first_step}" for a in f.alarms) or "none"
+        rows.append([run.name, run.source, str(f.steps), _num(f.final_accuracy), _num(f.best_accuracy),
+                     _num(f.acr_mean), _num(f.acr_100), _num(f.acr_post_mean), alarms,
+                     _count(f.samples_generated), _count(f.tokens_generated), _duration(f.wall_time_s)])
+    return rows
+
+
+def fit_sentence(fit: Fit) -> str:
+    sign = "+" if fit.slope >= 0 else "-"
+    return (f"final accuracy = {fit.intercept:.3f} {sign} {abs(fit.slope):.3f} x acr_100 over {fit.n} runs: "
+            f"Pearson r = {fit.r:.3f}, R^2 = {fit.r2:.3f}, p = {fit.p_value:.3g} (two-sided, t with "
+            f"{fit.n - 2} degrees of freedom)")
+
+
+def _notes(report: Report) -> list[str]:
+    notes = [f"{run.name}: {note}" for run in report.runs for note in run.notes]
+    if report.skipped:
+        notes.append(f"left out of the regression: {', '.join(report.skipped)}")
+    return notes
+
+
+def write_markdown(report: Report, path: Path) -> None:
+    lines = ["# grposcope report", "", f"{len(report.runs)} run(s); written {time.strftime('%Y-%m-%d %H:%M')}.",
+             "Accuracy is held-out pass@1; the best includes the evaluation before training. acr_100 is the "
+             "mean ACR over the first 100 steps (docs/metrics.md).", "",
+             "| " + " | ".join(COLUMNS) + " |", "|" + "|".join("---" for _ in COLUMNS) + "|"]
+    lines += ["| " + " | ".join(cell.replace("|", "/") for cell in row) + " |" for row in table_rows(report)]
+    if report.fit is not None:
+        lines += ["", "## Regression", "", fit_sentence(report.fit) + ".", "", "![regression](regression.png)"]
+    lines += ["", "## Plots", ""] + [f"![{caption}]({name})\n" for name, caption in report.plots]
+    notes = _notes(report)
+    if notes:
+        lines += ["## Notes", ""] + [f"- {note}" for note in notes]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+_STYLE = """body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:24px auto;max-width:1180px;
+color:#222;padding:0 16px}table{border-collapse:collapse;font-size:13px;margin:12px 0}
+th,td{border:1px solid #ccc;padding:4px 8px;text-align:right;white-space:nowrap}th{background:#f3f3f3}
+td:first-child,th:first-child,td:nth-child(2),td:nth-child(9){text-align:left}figure{margin:18px 0}
+figcaption{font-size:13px;color:#555}img{max-width:100%;height:auto}.fit{font-family:monospace;font-size:13px}
+.table{overflow-x:auto}"""
+
+
+def _img(folder: Path, name: str, caption: str) -> str:
+    data = base64.b64encode((folder / name).read_bytes()).decode("ascii")
+    return (f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}">'
+            f"<figcaption>{html.escape(caption)} ({html.escape(name)})</figcaption></figure>")
+
+
+def write_html(report: Report, folder: Path, path: Path) -> None:
+    esc = html.escape
+    head = "".join(f"<th>{esc(c)}</th>" for c in COLUMNS)
+    body = "".join("<tr>" + "".join(f"<td>{esc(cell)}</td>" for cell in row) + "</tr>" for row in table_rows(report))
+    parts = [f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>grposcope report</title>"
+             f"<style>{_STYLE}</style></head><body><h1>grposcope report</h1>",
+             f"<p>{len(report.runs)} run(s); written {esc(time.strftime('%Y-%m-%d %H:%M'))}. Accuracy is held-out "
+             "pass@1; the best includes the evaluation before training. acr_100 is the mean ACR over the first "
+             "100 steps.</p>",
+             f"<div class='table'><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"]
+    if report.fit is not None:
+        parts += [f"<h2>Regression</h2><p class='fit'>{esc(fit_sentence(report.fit))}</p>",
+                  _img(folder, "regression.png", "final accuracy against acr_100, one point per run")]
+    parts += ["<h2>Plots</h2>"] + [_img(folder, name, caption) for name, caption in report.plots]
+    notes = _notes(report)
+    if notes:
+        parts += ["<h2>Notes</h2><ul>"] + [f"<li>{esc(n)}</li>" for n in notes] + ["</ul>"]
+    path.write_text("".join(parts) + "</body></html>\n", encoding="utf-8")
+
+
+def build_report(runs: list[Run], out: Path, regress: bool, entropy_floor: float, kl_bound: float) -> Report:
+    """Plots, report.md and report.html for `runs` in `out` (which exists and is writable)."""
+    from .plots import draw_all, plot_regression
+
+    figures = [run_figures(run) for run in runs]
+    report = Report(runs, figures, [])
+    if regress:  # before any plot: a refused regression writes nothing
+        report.fit, report.regression_points, report.skipped = fit_runs(runs, figures)
+    report.plots = draw_all(runs, out, entropy_floor, kl_bound)
+    if report.fit is not None:
+        points = report.regression_points
+        plot_regression(runs, [p[1] for p in points], [p[2] for p in points], report.fit, out)
+    write_markdown(report, out / "report.md")
+    write_html(report, out, out / "report.html")
+    return report

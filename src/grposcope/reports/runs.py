@@ -1,0 +1,189 @@
+"""Reading a finished (or running) run's logs into one shape, whichever trainer wrote them.
+
+Two formats are read:
+- grposcope's own trainer: `<run>/metrics.jsonl` (one record per step, docs/metrics.md's names) and, once the
+  run has ended, `<run>/summary.json` (the held-out accuracy before training and the wall time);
+- TRL: `trainer_state.json`'s `log_history`, in `<run>/` or in its newest `checkpoint-*` folder. TRL's own
+  names are mapped onto grposcope's (`reward` -> `reward/mean`, ...); the TRL integration already logs
+  grposcope's names (`collapse/acr`, `sampler/...`) beside them. A stock TRL run has no `collapse/acr`: its
+  `frac_reward_zero_std` stands in (the same quantity under TRL's default group scaling; under
+  `scale_rewards="batch"` TRL measures the batch's std instead, and the report says which was used).
+
+Notation: a run's `series[name]` is aligned with its `steps`; a step that did not log `name` holds NaN.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..logging.jsonl import read_metrics
+
+# TRL's log_history names -> grposcope's (docs/metrics.md). Names TRL shares with grposcope (the integration's
+# collapse/*, sampler/*, avspo/*, alarm/*, grad_norm) pass through unchanged.
+TRL_NAMES = {
+    "reward": "reward/mean",
+    "reward_std": "reward/std",
+    "entropy": "entropy/mean",
+    "kl": "kl/mean",
+    "loss": "loss/policy",
+    "completions/mean_length": "completion/mean_length",
+    "completions/clipped_ratio": "completion/truncated_frac",
+    "step_time": "perf/step_s",
+}
+TRL_ZERO_STD = "frac_reward_zero_std"
+# TRL evaluates with its own eval loop: the held-out mean reward stands for accuracy (0/1 rewards make it one).
+TRL_EVAL_REWARD = "eval_reward"
+ACCURACY = "eval/accuracy"
+ACR_100_STEPS = 100  # as collapse/acr_100: the mean ACR over the first 100 steps
+
+
+@dataclass
+class Run:
+    """One run's per-step series and the figures of its end."""
+
+    name: str
+    path: Path
+    source: str  # "grposcope", "trl", or "simulate" (a sweep's simulated run)
+    steps: list[int]
+    series: dict[str, list[float]]
+    eval_before: float | None = None  # held-out accuracy before the first step (step 0)
+    wall_time_s: float | None = None
+    notes: list[str] = field(default_factory=list)  # what the reader had to assume, shown in the report
+
+    def values(self, name: str) -> list[float]:
+        """The series `name`, NaN where a step did not log it; all NaN when the run never logged it."""
+        return self.series.get(name, [math.nan] * len(self.steps))
+
+    def has(self, name: str) -> bool:
+        return any(math.isfinite(v) for v in self.values(name))
+
+    def points(self, name: str) -> tuple[list[int], list[float]]:
+        """(steps, values) of the steps that logged a finite `name`."""
+        pairs = [(s, v) for s, v in zip(self.steps, self.values(name)) if math.isfinite(v)]
+        return [s for s, _ in pairs], [v for _, v in pairs]
+
+    def accuracy_points(self) -> tuple[list[int], list[float]]:
+        """Held-out accuracy against step, the evaluation before training as step 0."""
+        steps, values = self.points(ACCURACY)
+        if self.eval_before is not None and math.isfinite(self.eval_before):
+            steps, values = [0, *steps], [self.eval_before, *values]
+        return steps, values
+
+
+def load_run(path: str | Path, name: str | None = None) -> Run:
+    """The run in `path`: a grposcope output folder, a TRL output or checkpoint folder, or either file."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist; give a run's output folder (with metrics.jsonl, or a "
+                                "TRL trainer_state.json) or the file itself")
+    label = name or (path.parent.name if path.is_file() else path.name) or str(path)
+    if path.name == "metrics.jsonl" or (path.is_dir() and (path / "metrics.jsonl").is_file()):
+        return _grposcope_run(path if path.is_file() else path / "metrics.jsonl", label)
+    state = path if path.is_file() else _trainer_state(path)
+    if state is None:
+        raise FileNotFoundError(f"{path} holds neither a metrics.jsonl (grposcope) nor a trainer_state.json "
+                                "(TRL, in the folder or a checkpoint-* folder); is it a run's output_dir?")
+    return _trl_run(state, label)
+
+
+def _grposcope_run(metrics_path: Path, name: str) -> Run:
+    records = read_metrics(metrics_path)
+    if not records:
+        raise ValueError(f"{metrics_path} has no steps yet; report a run after its first logged step")
+    steps, series = _columns(records, lambda key: key)
+    run = Run(name, metrics_path.parent, "grposcope", steps, series)
+    summary = metrics_path.parent / "summary.json"
+    if summary.is_file():
+        figures = _read_json(summary)
+        run.source = "simulate" if figures.get("backend") == "simulate" else run.source
+        run.eval_before = _number(figures.get(f"{ACCURACY} before"))
+        run.wall_time_s = _number(figures.get("wall_time_s"))
+        after = _number(figures.get(f"{ACCURACY} after"))
+        if after is not None and not run.has(ACCURACY):  # evaluated only at the end: show it at the last step
+            run.series[ACCURACY] = [math.nan] * (len(steps) - 1) + [after]
+    if run.wall_time_s is None:  # a run still going, or killed: the logged step times
+        times = [t for t in (r.get("time") for r in records) if isinstance(t, (int, float))]
+        step_s = [v for v in run.values("perf/step_s") if math.isfinite(v)]
+        run.wall_time_s = math.fsum(step_s) if step_s else (times[-1] - times[0] if len(times) > 1 else None)
+    return run
+
+
+def _trainer_state(folder: Path) -> Path | None:
+    """`folder/trainer_state.json`, else the one of the newest `checkpoint-<step>` folder."""
+    if (folder / "trainer_state.json").is_file():
+        return folder / "trainer_state.json"
+    checkpoints = [(int(m.group(1)), p) for p in folder.glob("checkpoint-*")
+                   if (m := re.fullmatch(r"checkpoint-(\d+)", p.name)) and (p / "trainer_state.json").is_file()]
+    return max(checkpoints)[1] / "trainer_state.json" if checkpoints else None
+
+
+def _trl_run(state_path: Path, name: str) -> Run:
+    state = _read_json(state_path)
+    history = state.get("log_history") if isinstance(state, dict) else None
+    if not isinstance(history, list):
+        raise ValueError(f"{state_path} has no log_history list; is it a transformers trainer_state.json?")
+    train = [r for r in history if isinstance(r, dict) and "step" in r and _is_train_record(r)]
+    if not train:
+        raise ValueError(f"{state_path} logged no training step yet (log_history has no record with a 'step' "
+                         "and a reward or loss)")
+    steps, series = _columns(_merge_by_step(train), lambda key: TRL_NAMES.get(key, key))
+    run = Run(name, state_path.parent, "trl", steps, series)
+    if not run.has("collapse/acr") and run.has(TRL_ZERO_STD):
+        run.series["collapse/acr"] = list(run.series[TRL_ZERO_STD])
+        run.notes.append("collapse/acr is TRL's frac_reward_zero_std (a stock TRL run)")
+    evals = {int(r["step"]): _number(r[TRL_EVAL_REWARD]) for r in history
+             if isinstance(r, dict) and TRL_EVAL_REWARD in r and "step" in r}
+    if evals:
+        run.series[ACCURACY] = [evals.get(s, math.nan) if evals.get(s) is not None else math.nan for s in steps]
+        run.notes.append("held-out accuracy is TRL's eval_reward (the mean reward of its eval loop)")
+    end = [r for r in history if isinstance(r, dict) and "train_runtime" in r]
+    step_s = [v for v in run.values("perf/step_s") if math.isfinite(v)]
+    run.wall_time_s = _number(end[-1]["train_runtime"]) if end else (math.fsum(step_s) if step_s else None)
+    return run
+
+
+def _is_train_record(record: dict[str, Any]) -> bool:
+    return any(key in record for key in ("reward", "loss", "collapse/acr")) and "train_runtime" not in record
+
+
+def _merge_by_step(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One record per step: TRL may log a step's metrics in several records (train and eval)."""
+    merged: dict[int, dict[str, Any]] = {}
+    for record in records:
+        merged.setdefault(int(record["step"]), {}).update(record)
+    return [merged[step] for step in sorted(merged)]
+
+
+def _columns(records: list[dict[str, Any]], rename: Any) -> tuple[list[int], dict[str, list[float]]]:
+    """Records -> (steps, series): every numeric key a series, NaN where a record lacks it."""
+    steps = [int(r["step"]) for r in records]
+    names = list(dict.fromkeys(rename(k) for r in records for k, v in r.items()
+                               if k not in ("step", "time") and _number(v) is not None))
+    series = {name: [math.nan] * len(records) for name in names}
+    for i, record in enumerate(records):
+        for key, value in record.items():
+            number = _number(value) if key not in ("step", "time") else None
+            if number is not None:
+                series[rename(key)][i] = number
+    return steps, series
+
+
+def _number(value: Any) -> float | None:
+    """A finite or NaN float for a JSON number (bools are flags, kept as 0/1); None for anything else."""
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)):
+        return float(value)
+    return None
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path} is not valid JSON ({err}); is the file complete?") from None
