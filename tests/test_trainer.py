@@ -249,15 +249,28 @@ def test_completions_and_what_reward_functions_log_are_visible(tmp_path, tiny_ll
     assert [r["step"] for r in rows] == [2] * 6 + [4] * 6  # every logging_steps, num_completions_to_print rows
     lines = read_lines(tmp_path / "run" / "metrics.jsonl")
     for row in rows[:6]:
-        assert set(row) == {"step", "prompt", "completion", "rewards", "reward", "advantage", "judge"}
+        assert set(row) == {"step", "prompt", "completion", "rewards", "reward", "advantage", "answer", "judge"}
         assert row["rewards"]["judged"] == pytest.approx(len(row["completion"][0]["content"]) / 50)
         assert row["rewards"]["always_zero"] == 0.0 and row["reward"] == pytest.approx(row["rewards"]["judged"])
         answer = next(e["answer"] for e in DATA if e["prompt"] == row["prompt"])
+        assert row["answer"] == answer  # the reference answer, for grposcope audit-rewards
         assert row["judge"] == f"answer {answer}"  # log_extra's column follows its sample
     first_group = [r["reward"] for r in rows[:4]]  # the first G = 4 rows are one group
     mean, std = sum(first_group) / 4, torch.tensor(first_group).std().item()
     assert rows[0]["advantage"] == pytest.approx((first_group[0] - mean) / (std + 1e-4), abs=1e-5)
     assert all(line["judge/calls"] == 1.0 for line in lines)  # log_metric lands in metrics.jsonl
+
+
+def test_a_log_extra_column_named_answer_is_refused_rather_than_overwritten(tmp_path, tiny_llama,
+                                                                           tiny_tokenizer):
+    def parses(completions, log_extra, **kwargs):
+        log_extra("answer", ["?"] * len(completions))  # would hide the reference answer completions.jsonl keeps
+        return [0.0] * len(completions)
+
+    trainer = GRPOTrainer(model=tiny_llama, processing_class=tiny_tokenizer, reward_funcs=parses,
+                          train_dataset=DATA, args=tiny_config(tmp_path, max_steps=1))
+    with pytest.raises(ValueError, match="log_extra column 'answer'.*rename the log_extra column"):
+        trainer.train()
 
 
 def test_avspo_and_the_monitor_update_once_per_generation_batch(tmp_path, tiny_llama, tiny_tokenizer):

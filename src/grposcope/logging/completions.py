@@ -1,11 +1,18 @@
 """completions.jsonl: a sample of each logged step's completions, to read what the policy actually wrote.
 
 Format: one line per completion, `{"step": 3, "prompt": ..., "completion": ..., "rewards":
-{"accuracy_reward": 1.0, ...}, "reward": 1.0, "advantage": 0.53, ...}`, where `rewards` holds each reward
-function's score, `reward` the combined reward (the weighted sum), and any further keys are extra columns
-(e.g. a reward function's logged extras). A prompt or completion in chat format stays a list of
+{"accuracy_reward": 1.0, ...}, "reward": 1.0, "advantage": 0.53, "answer": "12", ...}`, where `rewards` holds
+each reward function's score, `reward` the combined reward (the weighted sum), and any further keys are extra
+columns (e.g. a reward function's logged extras). A prompt or completion in chat format stays a list of
 `{"role": ..., "content": ...}` messages. JSON has no NaN, so a non-finite number (a reward function that
 returned None) is written as `null` and read back as None.
+
+`answer` is the trainer's (trainer/drawer.py): the sample's reference answer as accuracy_reward reads it (the
+dataset's `answer` column, else the last `\\boxed{}` of its `solution` column; `null` when it holds none), so
+that the rewards can be checked again later (`grposcope audit-rewards`). It is there only when the training
+examples carry an `answer` or `solution` column; files written before it was added have none. A reward
+function that logs a `log_extra` column named `answer` next to such a reference stops the run with an error
+asking to rename it: silently keeping either would let the other pass for the reference answer.
 
 The file is written the way metrics.jsonl is (`JsonlAppender`): flushed per call, cut back to the checkpoint
 step on resume, a partial last line skipped when read and cut before appending.

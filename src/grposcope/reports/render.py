@@ -107,7 +107,8 @@ def write_markdown(report: Report, path: Path) -> None:
 
 _STYLE = """body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:24px auto;max-width:1180px;
 color:#222;padding:0 16px}table{border-collapse:collapse;font-size:13px;margin:12px 0}
-th,td{border:1px solid #ccc;padding:4px 8px;text-align:right;white-space:nowrap}th{background:#f3f3f3}
+th,td{border:1px solid #ccc;padding:4px 6px;text-align:right;white-space:nowrap}
+th{background:#f3f3f3;white-space:normal}
 td:first-child,th:first-child,td:nth-child(2),td:nth-child(9){text-align:left}figure{margin:18px 0}
 figcaption{font-size:13px;color:#555}img{max-width:100%;height:auto}.fit{font-family:monospace;font-size:13px}
 .table{overflow-x:auto}"""

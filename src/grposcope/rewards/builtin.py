@@ -42,7 +42,7 @@ def _column(values: Sequence[Any] | None, n: int) -> list[Any]:
     return [None] * n if values is None else list(values)
 
 
-def _reference(answer: Any, solution: Any) -> str | None:
+def reference_answer(answer: Any, solution: Any) -> str | None:
     """The reference answer of one sample: `answer` if given, else the last box of `solution`, else None."""
     if answer is not None and str(answer).strip():
         return str(answer).strip()
@@ -67,7 +67,7 @@ def accuracy_reward(
     n = len(completions)
     rewards: list[float | None] = []
     for completion, ans, sol in zip(completions, _column(answer, n), _column(solution, n)):
-        reference = _reference(ans, sol)
+        reference = reference_answer(ans, sol)
         if reference is None:
             rewards.append(None)
             continue
@@ -83,7 +83,7 @@ def format_reward(prompts: list, completions: list, **kwargs: Any) -> list[float
     return [1.0 if has_nonempty_box(completion_text(c)) else 0.0 for c in completions]
 
 
-def _gold_latex(answer: Any, solution: Any) -> str | None:
+def gold_latex(answer: Any, solution: Any) -> str | None:
     """The gold answer as math-verify parses it: a bare answer is boxed; LaTeX with `$` or a box is kept."""
     if answer is not None and str(answer).strip():
         text = str(answer).strip()
@@ -116,7 +116,7 @@ def make_box_accuracy_reward(timeout_s: float = VERIFY_TIMEOUT_S) -> RewardFunc:
         pairs, slots = [], []
         references = zip(_column(answer, n), _column(solution, n))
         for i, (completion, (ans, sol)) in enumerate(zip(completions, references)):
-            gold = _gold_latex(ans, sol)
+            gold = gold_latex(ans, sol)
             if gold is None:
                 continue
             boxed = last_boxed(completion_text(completion))

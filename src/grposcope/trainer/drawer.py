@@ -3,7 +3,8 @@
 The sampler (grposcope.sampling) decides who gets how many completions; it calls `Drawer.draw` as often as it
 needs and answers with a `Selection`. This module turns that selection back into one batch of completions, in
 group order, merges the reward metrics of every draw of the step, and keeps what the reward functions logged
-(TRL's `log_metric` and `log_extra`) for the step's metrics and its sample of completions.
+(TRL's `log_metric` and `log_extra`) for the step's metrics and its sample of completions, with each sample's
+reference answer, so that completions.jsonl can be re-scored later (`grposcope audit-rewards`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 import torch
 
+from ..rewards.builtin import reference_answer
 from ..rewards.inputs import reward_inputs
 from ..rewards.scorer import reward_metrics
 from ..rollout import SamplingParams
@@ -43,6 +45,7 @@ class Drawer:
         self.scores: list[Any] = []  # the ScoreResult of every draw, for the reward metrics
         self.prompts_drawn = self.prompts_cut = 0  # prompts generated for, and those cut to max_prompt_length
         self.inputs: list[tuple[list, list]] = []  # (prompts, completions) of every draw, as the rewards saw them
+        self.answers: list[list | None] = []  # each draw's reference answers (None: no answer/solution column)
 
     def draw(self, examples: list[dict], n: int) -> ScoredDraw:
         """n completions of each example, generated and scored.  -> rewards, lengths (B, n)"""
@@ -57,6 +60,7 @@ class Drawer:
             scored = self.scorer.score(prompts, completions, columns, trainer_state=self.state)
         self.scores.append(scored)
         self.inputs.append((prompts, completions))
+        self.answers.append(_references(columns))
         return ScoredDraw(scored.rewards.view(-1, n), rollout.lengths.view(-1, n).float(), rollout)
 
     def gather(self, selection: Selection) -> Rollout:
@@ -82,7 +86,8 @@ class Drawer:
 
     def sample_rows(self, selection: Selection, advantages: torch.Tensor, limit: int | None) -> list[dict]:
         """The first `limit` kept samples (None: all), group after group, as rows of completions.jsonl: prompt,
-        completion, each function's reward, the combined reward, the advantage, and the `log_extra` columns.
+        completion, each function's reward, the combined reward, the advantage, the reference `answer` when the
+        examples carry an `answer` or `solution` column, and the `log_extra` columns.
 
         advantages (B', G), aligned with selection.samples.
         """
@@ -92,6 +97,14 @@ class Drawer:
         per_function = torch.cat([s.per_function for s in self.scores])  # (N_drawn, F)
         rewards = torch.cat([s.rewards for s in self.scores])  # (N_drawn,)
         extra = self._extra_columns()
+        answers = self._answer_column()
+        if answers is not None:
+            if "answer" in extra:
+                raise ValueError(
+                    "a reward function logged a log_extra column 'answer', the name completions.jsonl gives each "
+                    "completion's reference answer (the dataset's answer or solution column); rename the "
+                    "log_extra column, e.g. to 'predicted_answer'")
+            extra = {"answer": answers, **extra}
         rows = []
         for number, advantage in zip(numbers, advantages.reshape(-1).tolist()):
             rows.append({
@@ -102,8 +115,25 @@ class Drawer:
             })
         return rows
 
+    def _answer_column(self) -> list | None:
+        """Every sample's reference answer, over the step's draws (None where a draw had none); None when no
+        draw carried an answer or solution column."""
+        if all(answers is None for answers in self.answers):
+            return None
+        return [a for answers, s in zip(self.answers, self.scores) for a in (answers or [None] * len(s.rewards))]
+
     def _extra_columns(self) -> dict[str, list]:
         """`log_extra` columns over every sample drawn this step; None where a draw did not log the column."""
         names = list(dict.fromkeys(c for s in self.scores for c in s.extra_columns))
         return {name: [v for s in self.scores for v in s.extra_columns.get(name, [None] * len(s.rewards))]
                 for name in names}
+
+
+def _references(columns: dict[str, list]) -> list[str | None] | None:
+    """Each sample's reference answer as accuracy_reward reads it (the `answer` column, else the last box of
+    `solution`; None when neither holds one), or None when the draw has neither column."""
+    if "answer" not in columns and "solution" not in columns:
+        return None
+    n = len(columns["completion_ids"])
+    answers, solutions = columns.get("answer", [None] * n), columns.get("solution", [None] * n)
+    return [reference_answer(answer, solution) for answer, solution in zip(answers, solutions)]
