@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from . import audit, eval, report, simulate, sweep, train  # noqa: F401  (register the commands)
+from . import audit, eval, forecast, report, simulate, sweep, train  # noqa: F401  (register the commands)
 from .app import app
 from .options import coerce, coerce_all, parse_overrides, read_yaml
 

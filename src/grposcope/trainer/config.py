@@ -48,9 +48,10 @@ class GRPOConfig:
     """Print a line (or refresh the progress bar's figures) every this many steps; metrics.jsonl gets every step."""
     log_completions: bool = True
     """Every logging_steps, write a sample of the step's completions (prompt, completion, each reward function's
-    score, the reward, the advantage, and what reward functions gave log_extra) to completions.jsonl in
-    output_dir, and as a table to TensorBoard and W&B with report_to. On by default, unlike TRL: the completions
-    are the first thing to read when collapse shows."""
+    score, the reward, the advantage, the reference answer, and what reward functions gave log_extra) to
+    completions.jsonl in output_dir (`grposcope audit-rewards` re-scores it), and as a table to TensorBoard and
+    W&B with report_to. On by default, unlike TRL: the completions are the first thing to read when collapse
+    shows."""
     num_completions_to_print: int | None = 16
     """How many completions of a step the sample holds (the first ones, group after group, so whole groups show
     together); None: all of them (TRL's default)."""
