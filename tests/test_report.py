@@ -170,6 +170,14 @@ def test_bad_input_is_one_clear_line(tmp_path):
     assert again.exit_code == 1 and "pass --overwrite" in again.output
 
 
-def test_help_shows_an_example():
-    result = CliRunner().invoke(app, ["report", "--help"])
-    assert result.exit_code == 0 and "grposcope report runs/sweep --regress --out sweep_report" in result.output
+
+@pytest.mark.parametrize("command, example", [
+    ("report", "grposcope report runs/sweep --regress --out sweep_report"),
+    ("sweep", "grposcope sweep --out runs/sim --backend simulate --levels=-3,-1,1"),
+    ("probe", "--dataset arithmetic --k 16 --prompts 64 --out probe.jsonl"),
+    ("forecast", "grposcope forecast probe.jsonl --group_sizes 2,4,8,16,32 --budget 64"),
+    ("audit-rewards", "grposcope audit-rewards pairs.jsonl --fail_on_flag --json audit.json"),
+])
+def test_every_command_of_the_report_family_shows_an_example(command, example):
+    result = CliRunner().invoke(app, [command, "--help"], terminal_width=100)
+    assert result.exit_code == 0 and example in result.output, result.output

@@ -50,8 +50,9 @@ def sweep_command(
 
     \b
     Examples:
-      grposcope sweep --out runs/sweep --group_sizes 4,8,16 --levels easy,medium,hard --seeds 0,1
-      grposcope sweep --out runs/sim --backend simulate --levels -3,-1,1 --estimators grpo,avspo --seeds 0,1,2
+      grposcope sweep --out runs/sweep --group_sizes 4,8,16 --seeds 0,1
+      grposcope sweep --out runs/lv --levels easy,medium,hard --max_steps 30
+      grposcope sweep --out runs/sim --backend simulate --levels=-3,-1,1
       grposcope report runs/sweep --regress --out runs/sweep_report
     """
     _console_logging()
