@@ -44,8 +44,9 @@ def _plot_acr(ax: Any, result: Forecast) -> None:
     correct = [result.acr[g].all_correct for g in sizes]
     se = [result.acr[g].acr_se if math.isfinite(result.acr[g].acr_se) else 0.0 for g in sizes]
     hatch = ["//" if result.acr[g].plug_in_prompts else "" for g in sizes]
-    ax.bar(x, wrong, color="#c0504d", label="all wrong", hatch=hatch, edgecolor="white")
-    ax.bar(x, correct, bottom=wrong, color="#4f81bd", label="all correct", hatch=hatch, edgecolor="white")
+    ax.bar(x, wrong, color="#d62728", alpha=0.75, label="all wrong (too hard)", hatch=hatch, edgecolor="white")
+    ax.bar(x, correct, bottom=wrong, color="#2ca02c", alpha=0.75, label="all correct (too easy)", hatch=hatch,
+           edgecolor="white")  # the colours of grposcope report's collapse_split.png
     ax.errorbar(x, [w + c for w, c in zip(wrong, correct)], yerr=se, fmt="none", ecolor="black", capsize=4,
                 label="± 1 SE over prompts")
     ax.axhline(result.target_acr, color="gray", linestyle="--", label=f"target ACR {result.target_acr:g}")
