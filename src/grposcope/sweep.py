@@ -86,10 +86,11 @@ def train_values(point: Point, base: dict[str, Any], folder: Path) -> dict[str, 
 def check_train_grid(points: list[Point], base: dict[str, Any], out: Path) -> None:
     """Builds every run's GRPOConfig before the first starts, so a bad value fails at once, not hours in."""
     from .trainer.config import GRPOConfig
+    from .trainer.geometry import geometry_for
 
     for point in points:
-        try:
-            GRPOConfig.from_dict(train_values(point, base, out / point.name(1)))
+        try:  # the options, then the batch geometry (whole groups per step), which the trainer checks at start
+            geometry_for(GRPOConfig.from_dict(train_values(point, base, out / point.name(1))))
         except ValueError as err:
             raise ValueError(f"the run {point.name(1)} would fail: {err}") from None
 
