@@ -1,15 +1,18 @@
 """One GRPO step, grposcope against TRL, on the embedded SmolLM2-135M: speed, phases, FLOP floor, memory.
 
-Both trainers get the same config: the same two prompts every step, G = 8 completions each, exactly
-`--length` new tokens per completion (`min_new_tokens` = `max_completion_length`, so that both do the same
-work), temperature 1, beta 0, one iteration per batch, full fine-tuning, fp32, `--threads` threads.
+Both trainers get the same config: the same two prompts every step, G = 8 completions each, at most `--length`
+new tokens, stopping at EOS as users run them (natural lengths; `--forced-length` makes every completion exactly
+`--length` tokens with `min_new_tokens`), temperature 1, beta 0, one iteration per batch, full fine-tuning, fp32,
+`--threads` threads, the same seed. Natural lengths differ between the trainers and from step to step, so the
+headline is the time per 1,000 completion tokens; each trainer's reward function records every completion's
+length, from which the bench also prices generation against its floor, decode step by decode step.
 Each trainer lives in its own process (so that each has its own peak memory); the parent alternates them,
 one step at a time, so that slow drifts of the machine hit both alike. A third process runs grposcope with
 its diagnostics off, which prices them.
 
     .venv/bin/python bench/step.py                    # 1 warm-up + 5 measured steps each (~8 min)
     .venv/bin/python bench/step.py --steps 10 --json bench/results/step.json
-    .venv/bin/python bench/step.py --free-length      # natural completion lengths (EOS allowed)
+    .venv/bin/python bench/step.py --forced-length    # every completion exactly --length tokens
 
 Needs TRL (`pip install -e ".[bench]"`). Nothing else may run on the machine meanwhile: on 2 cores a second
 busy process slows both many times over.
@@ -42,15 +45,39 @@ PHASES = ("generation", "scoring", "logprobs", "backward", "optimizer", "diagnos
 TRAINERS = ("grposcope", "trl", "grposcope-nodiag")
 
 
-def bench_prompts(n: int) -> list[dict]:
-    """n arithmetic prompts as chat messages, with their `answer` column (the same for both trainers)."""
+def bench_prompts(n: int, style: str) -> list[dict]:
+    """n arithmetic prompts as chat messages, with their `answer` column (the same for both trainers).
+
+    `boxed`: the bare question and the instruction to box the answer, as a math RLVR prompt reads; the model
+    works it out in its own words and stops where it likes. `quickstart`: the quickstart task's prompts (a
+    system prompt and worked examples ask for "a + b = c"), whose completions are a few tokens long."""
     from grposcope.data.arithmetic import build_arithmetic
 
     examples, _ = build_arithmetic(n, seed=0, levels=("medium",))
-    return [{"prompt": e["prompt"], "answer": e["answer"]} for e in examples[:n]]
+    if style == "quickstart":
+        return [{"prompt": e["prompt"], "answer": e["answer"]} for e in examples[:n]]
+    return [{"prompt": [{"role": "user", "content": f"{e['prompt'][-1]['content']} Put your final answer "
+                         "within \\boxed{}."}], "answer": e["answer"]} for e in examples[:n]]
 
 
 # --- workers: one trainer each, stepping when the parent says "go" ------------------------------------
+
+LENGTHS: list[int] = []  # every completion's length since the worker's last report (tokens, EOS included)
+
+
+def accuracy_reward(prompts, completions, completion_ids=None, **kwargs):
+    """grposcope's accuracy_reward, recording each completion's length on the way (both trainers pass
+    `completion_ids`, one list of token ids per completion, cut after EOS)."""
+    from grposcope.rewards import accuracy_reward as score
+
+    LENGTHS.extend(len(ids) for ids in completion_ids)
+    return score(prompts, completions, **kwargs)
+
+
+def take_lengths() -> list[int]:
+    lengths = list(LENGTHS)
+    LENGTHS.clear()
+    return lengths
 
 
 class Gate:
@@ -74,7 +101,6 @@ def grposcope_worker(conn, opts: dict, diagnostics: bool) -> None:
     import torch
 
     from grposcope import GRPOConfig, GRPOTrainer
-    from grposcope.rewards import accuracy_reward
 
     torch.set_num_threads(opts["threads"])
     gate = Gate(conn)
@@ -83,6 +109,7 @@ def grposcope_worker(conn, opts: dict, diagnostics: bool) -> None:
         def on_step_end(self, trainer, metrics):
             record = {k: v for k, v in metrics.items() if k.startswith("perf/") or k.startswith("completion/")}
             record["weights"] = MatmulWeights.of(trainer.model).__dict__
+            record["lengths"] = take_lengths()
             gate.report(record)
 
     config = GRPOConfig(
@@ -108,7 +135,6 @@ def trl_worker(conn, opts: dict) -> None:
     from trl import GRPOConfig, GRPOTrainer
 
     from grposcope.models import load_model
-    from grposcope.rewards import accuracy_reward
 
     torch.set_num_threads(opts["threads"])
     gate = Gate(conn)
@@ -119,7 +145,7 @@ def trl_worker(conn, opts: dict) -> None:
             # logging_steps=1: TRL logs after every step (its step's end), so this is where it waits
             logs = logs or {}
             gate.report({"completion/mean_length": logs.get("completions/mean_length"),
-                         "num_tokens": logs.get("num_tokens")})
+                         "num_tokens": logs.get("num_tokens"), "lengths": take_lengths()})
 
     config = GRPOConfig(
         output_dir=tempfile.mkdtemp(prefix="bench-trl-"), seed=opts["seed"], per_device_train_batch_size=opts[
@@ -161,8 +187,8 @@ def run(args) -> dict:
     opts = {
         "threads": args.threads, "seed": args.seed, "completions": args.prompts * args.generations,
         "generations": args.generations, "length": args.length, "warmup": args.warmup, "steps": args.steps,
-        "prompts": bench_prompts(args.prompts),
-        "generation_kwargs": None if args.free_length else {"min_new_tokens": args.length},
+        "prompts": bench_prompts(args.prompts, args.prompt_style),
+        "generation_kwargs": {"min_new_tokens": args.length} if args.forced_length else None,
     }
     workers = {kind: start(kind, opts) for kind in kinds}  # they load their models while the parent waits
     for kind, (_, conn) in workers.items():  # no step starts while another process still loads
@@ -195,57 +221,85 @@ def summarize(args, gflops: float, gbps: float, records: dict, peaks: dict, entr
     result: dict = {"matmul_gflops": gflops, "copy_gbps": gbps, "entropy_s": entropy_s, "config": vars(args),
                     "trainers": {}}
     for kind, recs in measured.items():
-        times = [r["step_s"] for r in recs]
+        times, tokens = [r["step_s"] for r in recs], [sum(r["lengths"]) for r in recs]
         result["trainers"][kind] = {
             "step_s": times, "completions_per_s": [n / t for t in times], "peak_rss_mib": peaks.get(kind),
-            "completion_mean_length": [r.get("completion/mean_length") for r in recs],
+            "completion_tokens": tokens, "s_per_1k_tokens": [1000 * t / k for t, k in zip(times, tokens)],
+            "completion_mean_length": [k / n for k in tokens],
         }
     ours = measured["grposcope"]
     weights = MatmulWeights(**ours[0]["weights"])
-    floors, shared, decode = [], [], []
+    keys = ("floor_s", "floor_shared_prompt_s", "update_floor_s", "update_s", "decode_steps", "decode_step_s",
+            "decode_floor_step_s")
+    figures: dict[str, list[float]] = {key: [] for key in keys}
     for r in ours:
-        completion = r["completion/mean_length"] * n
-        prompt = r["perf/train_tokens"] - completion
-        floors.append(floor_flops(weights, prompt, completion, n) / (gflops * 1e9))
+        completion = sum(r["lengths"])
+        prompt = r["perf/train_tokens"] - completion  # every row's prompt, as the update would see it unshared
+        figures["floor_s"].append(floor_flops(weights, prompt, completion, n) / (gflops * 1e9))
         # each prompt once per group, as grposcope computes it (generation prefill and update)
-        shared.append(floor_flops(weights, prompt / args.generations, completion, n) / (gflops * 1e9))
-        # a decode step reads every weight once: the generation's memory floor
-        decode.append(4 * weights.with_head * r["completion/mean_length"] / (gbps * 1e9))
-    result["floor_s"], result["floor_shared_prompt_s"], result["decode_memory_floor_s"] = floors, shared, decode
+        shared = floor_flops(weights, prompt / args.generations, completion, n) / (gflops * 1e9)
+        figures["floor_shared_prompt_s"].append(shared)
+        figures["update_floor_s"].append(shared * 3 / 4)  # forward + backward of the update: 3 of the 4 forwards
+        figures["update_s"].append(r["perf/logprobs_s"] + r["perf/backward_s"])
+        steps, floor = decode_floor_s(r["lengths"], weights, gflops, gbps)
+        floor += 2 * weights.without_head * prompt / args.generations / (gflops * 1e9)  # the prefill, once a group
+        figures["decode_steps"].append(steps)
+        figures["decode_step_s"].append(r["perf/generation_s"] / steps)
+        figures["decode_floor_step_s"].append(floor / steps)
+    result.update(figures)
     result["phases"] = {p: [r[f"perf/{p}_s"] for r in ours] for p in PHASES}
     print_report(result, n)
     return result
 
 
+def decode_floor_s(lengths: list[int], weights: MatmulWeights, gflops: float, gbps: float) -> tuple[int, float]:
+    """(decode steps, the least time they can take): decode step t runs the rows whose completion has more
+    than t tokens; it must read every weight once (4 bytes each) and do 2 FLOPs per weight per running row,
+    so it costs at least the larger of the two."""
+    steps = max(lengths)
+    read_s = 4 * weights.with_head / (gbps * 1e9)
+    floor = 0.0
+    for t in range(steps):
+        running = sum(1 for length in lengths if length > t)
+        floor += max(read_s, 2 * weights.with_head * running / (gflops * 1e9))
+    return steps, floor
+
+
 def print_report(result: dict, n: int) -> None:
     t = result["trainers"]
+    med = statistics.median
     print(f"\n{n} completions per step; medians (min-max) over {len(t['grposcope']['step_s'])} measured steps")
-    print(f"{'trainer':>17} | {'step s':>17} | {'completions/s':>17} | {'mean length':>11} | peak RSS MiB")
+    print(f"{'trainer':>17} | {'step s':>17} | {'s / 1k compl. tokens':>20} | {'mean length':>11} | peak RSS MiB")
     for kind, r in t.items():
-        lengths = [x for x in r["completion_mean_length"] if x is not None]
-        mean_len = f"{statistics.mean(lengths):.1f}" if lengths else "-"
-        print(f"{kind:>17} | {median_spread(r['step_s']):>17} | {median_spread(r['completions_per_s']):>17} | "
-              f"{mean_len:>11} | {r['peak_rss_mib']:.0f}")
-    ours = statistics.median(t["grposcope"]["completions_per_s"])
+        print(f"{kind:>17} | {median_spread(r['step_s']):>17} | {median_spread(r['s_per_1k_tokens']):>20} | "
+              f"{statistics.mean(r['completion_mean_length']):>11.1f} | {r['peak_rss_mib']:.0f}")
     if "trl" in t:
-        print(f"grposcope / TRL completions per second: {ours / statistics.median(t['trl']['completions_per_s']):.2f}x")
-    step = statistics.median(t["grposcope"]["step_s"])
-    floor = statistics.median(result["floor_s"])
-    shared = statistics.median(result["floor_shared_prompt_s"])
-    print(f"FLOP floor at {result['matmul_gflops']:.1f} GFLOP/s: {floor:.2f} s (every sequence's prompt counted); "
-          f"grposcope step / floor: {step / floor:.2f}x")
-    print(f"  with each prompt counted once per group (what grposcope computes): {shared:.2f} s; "
-          f"step / that floor: {step / shared:.2f}x")
-    print(f"  generation's memory floor (all weights read once per decode step at {result['copy_gbps']:.1f} GB/s): "
-          f"{statistics.median(result['decode_memory_floor_s']):.2f} s")
+        ratio = med(t["trl"]["s_per_1k_tokens"]) / med(t["grposcope"]["s_per_1k_tokens"])
+        print(f"grposcope vs TRL per 1,000 completion tokens: {ratio:.2f}x faster (goal >= 2.5x)")
+    step = med(t["grposcope"]["step_s"])
+    floor, shared = med(result["floor_s"]), med(result["floor_shared_prompt_s"])
+    print(f"FLOP floor at {result['matmul_gflops']:.1f} GFLOP/s, real tokens: {floor:.2f} s with every sequence's "
+          f"prompt; {shared:.2f} s with each prompt once per group (what grposcope computes); step / that: "
+          f"{step / shared:.2f}x")
+    decode, decode_floor = med(result["decode_step_s"]), med(result["decode_floor_step_s"])
+    print(f"generation: {med(result['decode_steps']):.0f} decode steps, {decode * 1000:.1f} ms each (the prefill "
+          f"shared out); floor (each prompt's prefill, then per step the weights read once at "
+          f"{result['copy_gbps']:.1f} GB/s or the arithmetic of the rows still running, the larger) "
+          f"{decode_floor * 1000:.1f} ms: {decode / decode_floor:.2f}x the floor (goal <= 2x)")
+    update, update_floor = med(result["update_s"]), med(result["update_floor_s"])
+    print(f"update (log-probs + backward): {update:.2f} s; FLOP floor for the tokens present {update_floor:.2f} s: "
+          f"{update / update_floor:.2f}x (goal <= 1.3x)")
+    if "trl" in t:
+        print(f"peak memory: grposcope {t['grposcope']['peak_rss_mib']:.0f} MiB, "
+              f"TRL {t['trl']['peak_rss_mib']:.0f} MiB")
     print("grposcope phases, median s (share of the median step):")
     for phase, values in result["phases"].items():
-        print(f"  {phase:>12}: {statistics.median(values):7.3f} ({statistics.median(values) / step:6.1%})")
-    monitor = statistics.median(result["phases"]["diagnostics"])
+        print(f"  {phase:>12}: {med(values):7.3f} ({med(values) / step:6.1%})")
+    monitor = med(result["phases"]["diagnostics"])
     print(f"diagnostics: entropy {result['entropy_s']:.3f} s (log-probs with it minus without, same shapes) + "
           f"monitor {monitor:.3f} s = {(result['entropy_s'] + monitor) / step:.2%} of a step")
     if "grposcope-nodiag" in t:
-        off = statistics.median(t["grposcope-nodiag"]["step_s"])
+        off = med(t["grposcope-nodiag"]["step_s"])
         spread = max(max(r) - min(r) for r in (t["grposcope"]["step_s"], t["grposcope-nodiag"]["step_s"]))
         verdict = "smaller" if abs(step - off) < spread else "larger"
         print(f"  step with diagnostics off {median_spread(t['grposcope-nodiag']['step_s'])} s vs on "
@@ -259,10 +313,14 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=1, help="steps per trainer not measured")
     parser.add_argument("--prompts", type=int, default=2)
     parser.add_argument("--generations", type=int, default=8)
-    parser.add_argument("--length", type=int, default=64, help="max_completion_length (and min_new_tokens)")
+    parser.add_argument("--length", type=int, default=64, help="max_completion_length (and, forced, min_new_tokens)")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--prompt-style", choices=("boxed", "quickstart"), default="boxed",
+                        help="boxed: a bare question asking for a boxed answer (completions of tens of tokens); "
+                        "quickstart: the quickstart's worked-example prompts (a few tokens)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--free-length", action="store_true", help="let completions stop at EOS")
+    parser.add_argument("--forced-length", action="store_true", help="every completion exactly --length tokens "
+                        "(min_new_tokens), as the first version of this bench measured")
     parser.add_argument("--no-trl", action="store_true", help="grposcope only")
     parser.add_argument("--no-nodiag", action="store_true", help="skip the diagnostics-off run")
     parser.add_argument("--json", help="also write the figures to this file")

@@ -73,6 +73,35 @@ def test_generation_on_a_shared_prompt_cache_matches_plain_generate(tiny_llama, 
     assert torch.equal(ours_ids, plain_ids)
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+@pytest.mark.parametrize("sampling", [
+    dict(greedy=False, top_k=0), dict(greedy=False, temperature=0.7, top_k=20, top_p=0.9), dict(greedy=True)])
+def test_rows_that_finish_at_different_steps_keep_generates_tokens(tiny_llama, tiny_tokenizer, seed, sampling):
+    # a tenth of the vocabulary ends a completion, so rows finish at many different steps (the shared-prompt
+    # cache then holds rows that are done); every token must still be the one plain generate samples
+    tiny_llama.eval()
+    backend = ROLLOUTS.make("transformers", model=tiny_llama, tokenizer=tiny_tokenizer)
+    backend.eos_ids = [1, *range(40, 46)]  # <eos> and six more ids
+    prompts = ["What is 2 + 3 ?", "What is the answer to 2 + 3 ?", "2 * 4 =", "What is 9 - 1 ?"]
+    params = SamplingParams(max_completion_length=24, **sampling)
+    torch.manual_seed(seed)
+    ours = backend.generate(prompts, 4, params)
+    lengths = ours.lengths.tolist()
+    tiny_tokenizer.padding_side = "left"
+    enc = tiny_tokenizer([p for p in prompts for _ in range(4)], return_tensors="pt", padding=True,
+                         add_special_tokens=False)
+    torch.manual_seed(seed)
+    warp = {} if params.greedy else {"temperature": params.temperature, "top_k": params.top_k,
+                                     "top_p": params.top_p}
+    plain = tiny_llama.generate(**enc, max_new_tokens=24, do_sample=not params.greedy, **warp,
+                                pad_token_id=tiny_tokenizer.pad_token_id, eos_token_id=backend.eos_ids)
+    plain = plain[:, enc["input_ids"].shape[1] :]
+    assert ours.completion_ids.shape[1] == plain.shape[1]  # both stop when the last row ends
+    assert torch.equal(ours.completion_ids, torch.where(ours.completion_mask.bool(), plain, 0))
+    if not params.greedy:
+        assert len(set(lengths)) >= 3  # rows really ended at different steps
+
+
 def test_generation_kwargs_reach_generate(tiny_llama, tiny_tokenizer):
     backend = ROLLOUTS.make("transformers", model=tiny_llama, tokenizer=tiny_tokenizer)
     params = SamplingParams(max_completion_length=6, extra=(("min_new_tokens", 6),))
