@@ -10,7 +10,7 @@ Each trainer lives in its own process (so that each has its own peak memory); th
 one step at a time, so that slow drifts of the machine hit both alike. A third process runs grposcope with
 its diagnostics off, which prices them.
 
-    .venv/bin/python bench/step.py                    # 1 warm-up + 5 measured steps each (~8 min)
+    .venv/bin/python bench/step.py                    # natural lengths, 1 warm-up + 5 measured steps each
     .venv/bin/python bench/step.py --steps 10 --json bench/results/step.json
     .venv/bin/python bench/step.py --forced-length    # every completion exactly --length tokens
 
