@@ -44,7 +44,7 @@ def measure(g: int, length: int, args) -> dict:
         generation_kwargs={"min_new_tokens": length}, temperature=1.0, beta=0.0, learning_rate=1e-6,
         max_steps=args.warmup + args.steps, save_steps=10_000, logging_steps=10_000, torch_threads=args.threads,
     )
-    GRPOTrainer(args=config, reward_funcs=accuracy_reward, train_dataset=bench_prompts(args.prompts),
+    GRPOTrainer(args=config, reward_funcs=accuracy_reward, train_dataset=bench_prompts(args.prompts, "quickstart"),
                 callbacks=[Record()]).train()
     kept = records[args.warmup :]
     step = statistics.median(r["perf/step_s"] for r in kept)
