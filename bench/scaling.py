@@ -8,6 +8,11 @@ middle point (what linear growth would give).
 
     .venv/bin/python bench/scaling.py                      # 1 warm-up + 3 measured steps per point (~15 min)
     .venv/bin/python bench/scaling.py --steps 2 --out bench/results
+    .venv/bin/python bench/scaling.py --natural --lengths 64,256 --steps 2   # stopping at EOS, boxed prompts
+
+With `--natural`, completions stop at EOS (at most the length), on bench/step.py's boxed-answer prompts, and
+every point takes G in (4, 8, 16) at each `--lengths`; the time per completion token and the floor use the
+tokens really generated. It writes scaling_natural.md (no plot).
 """
 
 from __future__ import annotations
@@ -41,32 +46,35 @@ def measure(g: int, length: int, args) -> dict:
     config = GRPOConfig(
         output_dir=tempfile.mkdtemp(prefix="bench-scaling-"), overwrite_output_dir=True, seed=args.seed,
         model_name_or_path=MODEL, per_device_train_batch_size=n, num_generations=g, max_completion_length=length,
-        generation_kwargs={"min_new_tokens": length}, temperature=1.0, beta=0.0, learning_rate=1e-6,
+        generation_kwargs=None if args.natural else {"min_new_tokens": length}, temperature=1.0, beta=0.0,
+        learning_rate=1e-6,
         max_steps=args.warmup + args.steps, save_steps=10_000, logging_steps=10_000, torch_threads=args.threads,
     )
-    GRPOTrainer(args=config, reward_funcs=accuracy_reward, train_dataset=bench_prompts(args.prompts, "quickstart"),
-                callbacks=[Record()]).train()
+    prompts = bench_prompts(args.prompts, "boxed" if args.natural else "quickstart")
+    GRPOTrainer(args=config, reward_funcs=accuracy_reward, train_dataset=prompts, callbacks=[Record()]).train()
     kept = records[args.warmup :]
     step = statistics.median(r["perf/step_s"] for r in kept)
-    completion = length * n
-    prompt = statistics.median(r["perf/train_tokens"] for r in kept) - completion
+    tokens = [r["completion/mean_length"] * n for r in kept]  # completion tokens generated per step
+    completion = statistics.median(tokens)
+    prompt = statistics.median(r["perf/train_tokens"] - c for r, c in zip(kept, tokens))
     return {
-        "G": g, "length": length, "completions": n, "step_s": step,
+        "G": g, "length": length, "completions": n, "step_s": step, "mean_length": completion / n,
         "spread": (min(r["perf/step_s"] for r in kept), max(r["perf/step_s"] for r in kept)),
-        "ms_per_completion_token": 1000 * step / completion,
+        "ms_per_completion_token": statistics.median(1000 * r["perf/step_s"] / c for r, c in zip(kept, tokens)),
         "floor_s": floor_flops(kept[0]["weights"], prompt, completion, n) / (args.gflops * 1e9),
         "phases": {p: statistics.median(r[f"perf/{p}_s"] for r in kept) for p in PHASES},
     }
 
 
 def table(points: list[dict]) -> str:
-    head = ("| G | tokens | completions | step s (min-max) | ms / completion token | floor s | step / floor | "
-            + " | ".join(PHASES) + " |")
-    rows = [head, "|" + "---|" * (7 + len(PHASES))]
+    head = ("| G | max tokens | completions | mean length | step s (min-max) | ms / completion token | floor s | "
+            "step / floor | " + " | ".join(PHASES) + " |")
+    rows = [head, "|" + "---|" * (8 + len(PHASES))]
     for p in points:
         lo, hi = p["spread"]
         phases = " | ".join(f"{p['phases'][k]:.2f}" for k in PHASES)
-        rows.append(f"| {p['G']} | {p['length']} | {p['completions']} | {p['step_s']:.2f} ({lo:.2f}-{hi:.2f}) | "
+        rows.append(f"| {p['G']} | {p['length']} | {p['completions']} | {p['mean_length']:.1f} | "
+                    f"{p['step_s']:.2f} ({lo:.2f}-{hi:.2f}) | "
                     f"{p['ms_per_completion_token']:.1f} | {p['floor_s']:.2f} | {p['step_s'] / p['floor_s']:.2f} | "
                     f"{phases} |")
     return "\n".join(rows)
@@ -104,13 +112,18 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="bench/results", help="folder for scaling.md and scaling.png")
+    parser.add_argument("--natural", action="store_true", help="completions stop at EOS (boxed-answer prompts)")
+    parser.add_argument("--lengths", default="64,256", help="with --natural: the max completion lengths")
     args = parser.parse_args()
     import torch
 
     torch.set_num_threads(args.threads)
     args.gflops = matmul_gflops()
     print(f"fp32 matmul rate: {args.gflops:.1f} GFLOP/s", flush=True)
-    grid = [(g, 64) for g in GROUPS] + [(8, n) for n in LENGTHS if n != 64]
+    if args.natural:
+        grid = [(g, int(n)) for n in args.lengths.split(",") for g in GROUPS]
+    else:
+        grid = [(g, 64) for g in GROUPS] + [(8, n) for n in LENGTHS if n != 64]
     points = []
     for g, length in grid:
         points.append(measure(g, length, args))
@@ -119,10 +132,12 @@ def main() -> None:
     text = table(points)
     print(text)
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "scaling.md"), "w") as f:
+    name = "scaling_natural.md" if args.natural else "scaling.md"
+    with open(os.path.join(args.out, name), "w") as f:
         f.write(f"fp32 matmul rate {args.gflops:.1f} GFLOP/s\n\n{text}\n")
-    plot(points, os.path.join(args.out, "scaling.png"))
-    print(f"wrote {args.out}/scaling.md and {args.out}/scaling.png")
+    if not args.natural:
+        plot(points, os.path.join(args.out, "scaling.png"))
+    print(f"wrote {args.out}/{name}" + ("" if args.natural else f" and {args.out}/scaling.png"))
 
 
 if __name__ == "__main__":
