@@ -137,9 +137,9 @@ def _trl_run(state_path: Path, name: str) -> Run:
         run.series["collapse/acr"] = list(run.series[TRL_ZERO_STD])
         run.notes.append("collapse/acr is TRL's frac_reward_zero_std (a stock TRL run)")
     evals = {int(r["step"]): _number(r[TRL_EVAL_REWARD]) for r in history
-             if isinstance(r, dict) and TRL_EVAL_REWARD in r and "step" in r}
+             if isinstance(r, dict) and "step" in r and _number(r.get(TRL_EVAL_REWARD)) is not None}
     if evals:
-        run.series[ACCURACY] = [evals.get(s, math.nan) if evals.get(s) is not None else math.nan for s in steps]
+        run.series[ACCURACY] = [evals.get(s, math.nan) for s in steps]
         run.notes.append("held-out accuracy is TRL's eval_reward (the mean reward of its eval loop)")
     end = [r for r in history if isinstance(r, dict) and "train_runtime" in r]
     step_s = [v for v in run.values("perf/step_s") if math.isfinite(v)]
