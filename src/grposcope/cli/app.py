@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import Any
 
 import typer
 
@@ -31,6 +32,15 @@ def fail(err: BaseException) -> typer.Exit:
     """Prints `error: <message>` to stderr; raise the returned Exit (exit code 1)."""
     typer.secho(f"error: {err}", fg="red", err=True)
     return typer.Exit(1)
+
+
+def wide_console(width: int = 120) -> Any:
+    """A rich console for tables: the terminal's width in a terminal; `width` columns in a pipe, a log file or
+    a test, where rich's default of 80 columns would cut the numbers."""
+    from rich.console import Console
+
+    console = Console()
+    return console if console.is_terminal else Console(width=width)
 
 
 def _console_logging() -> None:

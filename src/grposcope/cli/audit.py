@@ -10,7 +10,7 @@ from typing import Any, Optional
 import typer
 
 from ..files import check_writable
-from .app import USER_ERRORS, _console_logging, app, fail
+from .app import USER_ERRORS, _console_logging, app, fail, wide_console
 
 # reports.audit's and rewards.builtin's defaults, as plain values: importing those modules imports torch (2 s),
 # which `--help` should not wait for. tests/test_audit.py checks that they agree.
@@ -141,13 +141,6 @@ class _Progress:
 # ---------------------------------------------------------------- the printed report
 
 
-def _console() -> Any:
-    from rich.console import Console
-
-    console = Console()
-    return console if console.is_terminal else Console(width=120)  # a pipe: rich's 80 columns cut the tables
-
-
 def _rate(right: int, judged: int) -> str:
     return f"{right / judged:.3f}" if judged else "-"
 
@@ -158,7 +151,7 @@ def _print_report(report: Any, file: Path) -> None:
 
     from ..reports.audit import WHY_IT_MATTERS, accuracy
 
-    console = _console()
+    console = wide_console()
     groups = ""
     if report.groups:
         cut = f" (and {report.partial_groups} cut short, left out)" if report.partial_groups else ""

@@ -14,8 +14,8 @@ from ..files import check_writable
 from ..reports.forecast import DEFAULT_SAMPLERS, RULE, STAGNATION_ACR
 from ..reports.forecast_plot import plot_forecast
 from ..reports.plots import pyplot
-from .app import _console_logging, app, fail
-from .probe import PROBE_ERRORS, console, read_probe
+from .app import _console_logging, app, fail, wide_console
+from .probe import PROBE_ERRORS, read_probe
 
 
 @app.command("forecast")
@@ -95,7 +95,7 @@ def _forecast_input(o: dict[str, Any]) -> tuple[str, list[tuple[int, int]], list
                                       f"{flag}")
             check_writable(path, flag)
     if o["plot"] is not None:
-        pyplot()  # a missing matplotlib fails now
+        pyplot("--plot")  # a missing matplotlib fails now
     if o["from_run"] is not None:
         return _from_run(o["from_run"], o["steps"], o["success_threshold"])
     path = o["probe"]
@@ -178,7 +178,7 @@ def _print_forecast(result: Any, source: str, measured: dict | None) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    out = console()
+    out = wide_console()
     acr = Table(title=f"collapse forecast: {len(result.counts)} prompts from {escape(source)}",
                 box=box.SIMPLE_HEAD)
     for header in ("G", "expected ACR", "all-correct", "all-wrong", "draws to a\nmixed group", "prompts that\n"

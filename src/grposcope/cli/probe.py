@@ -14,7 +14,7 @@ import typer
 
 from ..eval_settings import MAX_PROMPT_LENGTH
 from ..files import check_writable
-from .app import USER_ERRORS, _console_logging, app, fail
+from .app import USER_ERRORS, _console_logging, app, fail, wide_console
 
 PROBE_ERRORS = (*USER_ERRORS, ImportError)  # ImportError: an optional dependency (a task's, matplotlib)
 # The settings that decide what a probe measures: a resumed probe must have the same ones. --prompts may grow;
@@ -273,14 +273,8 @@ def _print_probe_summary(records: list[dict[str, Any]], o: dict[str, Any]) -> No
             table.add_row(level, str(len(group)), f"{sum(r['pass_rate'] for r in group) / len(group):.3f}",
                           str(sum(r["successes"] == 0 for r in group)),
                           str(sum(r["successes"] == r["k"] for r in group)))
-    console().print(table)
+    wide_console().print(table)
     typer.echo(f"{len(records)} prompts of {o['dataset']} ({o['split']} split) probed with {o['model']}, written "
                f"to {o['out']}; next: grposcope forecast {o['out']}")
 
 
-def console() -> Any:
-    """A rich console; 120 columns when output is not a terminal."""
-    from rich.console import Console
-
-    console = Console()
-    return console if console.is_terminal else Console(width=120)  # a pipe: rich's 80 columns cut numbers

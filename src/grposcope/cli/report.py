@@ -8,7 +8,7 @@ from typing import Any, List
 import typer
 
 from ..files import check_writable
-from .app import USER_ERRORS, _console_logging, app, fail
+from .app import USER_ERRORS, _console_logging, app, fail, wide_console
 
 REPORT_FILES = ("report.md", "report.html")
 
@@ -91,12 +91,11 @@ def check_out(out: Path, overwrite: bool) -> None:
 
 
 def _print_summary(report: Any, out: Path) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     from ..reports.render import COLUMNS, fit_sentence, table_rows
 
-    console = Console() if Console().is_terminal else Console(width=240)  # a log file: whole names, no wrap
+    console = wide_console(240)  # a log file: whole run names, no wrap
     table = Table(title=f"grposcope report: {len(report.runs)} run(s)")
     for column in COLUMNS:
         table.add_column(column, no_wrap=column == "run")

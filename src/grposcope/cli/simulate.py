@@ -9,7 +9,7 @@ import typer
 
 from ..files import check_writable
 from ..sim.memory import check_memory
-from .app import USER_ERRORS, _console_logging, app, fail
+from .app import USER_ERRORS, _console_logging, app, fail, wide_console
 
 
 def _sim_defaults() -> dict[str, Any]:
@@ -139,14 +139,9 @@ def _route_options(text: str | None, names: list[str], registry: Any, flag: str)
 
 
 def _pyplot() -> Any:
-    try:
-        import matplotlib
-    except ImportError:
-        raise ImportError("--plot needs matplotlib: pip install matplotlib (or grposcope[bench])") from None
-    matplotlib.use("Agg")  # files only: no display needed
-    import matplotlib.pyplot as plt
+    from ..reports.plots import pyplot
 
-    return plt
+    return pyplot("--plot")
 
 
 def _run_label(result: Any) -> str:
@@ -177,7 +172,6 @@ def _print_sim_table(results: list[Any]) -> None:
     """One row per run: what it spent, how much of it was informative, and where accuracy went. The
     estimator gets a column only when the runs differ in it."""
     from rich import box
-    from rich.console import Console
     from rich.table import Table
 
     c, s0 = results[0].config, results[0].summary
@@ -199,7 +193,4 @@ def _print_sim_table(results: list[Any]) -> None:
                       f"{s['samples_per_step']:.0f}", f"{s['informative_frac']:.3f}", f"{s['acr']:.3f}",
                       f"{s['acr_post']:.3f}", f"{s['informative_groups_per_1k_samples']:.1f}",
                       f"{s['final_accuracy']:.3f}", f"{s['final_heldout_accuracy']:.3f}")
-    console = Console()
-    if not console.is_terminal:  # a pipe, a log file, a test: rich's 80 columns would cut the numbers
-        console = Console(width=120)
-    console.print(table)
+    wide_console().print(table)

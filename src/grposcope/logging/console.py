@@ -30,6 +30,7 @@ def format_figures(figures: dict[str, float]) -> str:
 
 
 def format_eta(seconds: float | None) -> str:
+    """'H:MM:SS' of a duration in seconds; '-:--:--' when unknown (None)."""
     if seconds is None:
         return "-:--:--"
     seconds = int(round(seconds))

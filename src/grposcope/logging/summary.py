@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .console import format_eta
+
 SERIES = {"reward/mean": "reward", "collapse/acr": "acr"}  # metric -> figure prefix
 ALARM_PREFIX = "alarm/"
 
@@ -85,17 +87,12 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def _duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
-
-
 def summary_rows(figures: dict[str, Any], extra: dict[str, Any]) -> list[tuple[str, str]]:
     """(label, value) rows of the summary table, in reading order."""
     steps = f"{figures['steps']}"
     if figures["steps"]:
         steps += f" (step {figures['first_step']} to {figures['last_step']})"
-    rows = [("steps", steps), ("wall time", _duration(figures["wall_time_s"]))]
+    rows = [("steps", steps), ("wall time", format_eta(figures["wall_time_s"]))]
     for prefix, label in (("reward", "reward/mean"), ("acr", "collapse/acr")):
         if f"{prefix}_mean" in figures:
             first, last = figures[f"{prefix}_mean_first_10pct"], figures[f"{prefix}_mean_last_10pct"]

@@ -13,7 +13,7 @@ from .plots import pyplot
 def plot_forecast(result: Forecast, path: Any, title: str) -> None:
     """Three panels: ACR vs G stacked (all wrong under all correct, +-1 SE, the target; hatched where the
     plug-in was used), samples per informative group vs G per sampler, and the histogram of pass rates."""
-    plt = pyplot()
+    plt = pyplot("grposcope forecast --plot")
     fig, (left, middle, right) = plt.subplots(1, 3, figsize=(16, 4.8))
     _plot_acr(left, result)
     _plot_costs(middle, result)

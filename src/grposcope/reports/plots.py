@@ -25,12 +25,13 @@ LEGEND_CHARS = 38  # longer run names are shortened in legends (the table has th
 ALARM_MARKERS = {"stagnation": "v", "entropy_collapse": "X", "kl_drift": "D"}
 
 
-def pyplot() -> Any:
-    """matplotlib's pyplot on the file-only Agg backend; a clear error when matplotlib is missing."""
+def pyplot(needed_by: str = "grposcope report") -> Any:
+    """matplotlib's pyplot on the file-only Agg backend (no display needed); a missing matplotlib fails with
+    what needed it and how to install it. Every plotting command of grposcope draws through this."""
     try:
         import matplotlib
     except ImportError:
-        raise ImportError("grposcope report draws with matplotlib: pip install matplotlib "
+        raise ImportError(f"{needed_by} needs matplotlib: pip install matplotlib "
                           "(or pip install 'grposcope[report]')") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..logging.console import format_eta
 from .figures import RunFigures, run_figures
 from .regression import Fit, fit_line
 from .runs import Run
@@ -60,10 +61,7 @@ def _count(value: float | None) -> str:
 
 
 def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "n/a"
-    seconds = int(round(seconds))
-    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+    return "n/a" if seconds is None else format_eta(seconds)
 
 
 def table_rows(report: Report) -> list[list[str]]:
