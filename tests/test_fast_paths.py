@@ -11,7 +11,8 @@ from test_trainer import DATA, text_length, tiny_config
 from grposcope import GRPOTrainer
 from grposcope.core import diagnostics, losses
 from grposcope.rollout import ROLLOUTS, SamplingParams
-from grposcope.trainer.policy import TrainBatch, _full_row_logits, completion_logits
+from grposcope.trainer import policy
+from grposcope.trainer.policy import TrainBatch, _full_row_logits, completion_logits, completion_logps, length_parts
 from grposcope.trainer.trainer import _length_buckets
 
 
@@ -45,6 +46,43 @@ def test_shared_prompt_forward_equals_full_rows_with_gradients(tiny_llama, rows,
     g_plain = torch.autograd.grad((plain * weights).sum(), params)
     for a, b in zip(g_shared, g_plain):
         assert torch.allclose(a, b, atol=1e-5)
+
+
+def test_length_parts_cut_where_a_pass_costs_less_than_its_padding():
+    # lengths 64, 8, 64, 8 (last loss token + 1; row 3 has a masked token inside, which does not shorten it).
+    # Two parts compute 2 x 8 + 2 x 64 = 144 positions, one part 4 x 64 = 256: a second pass pays while it
+    # costs less than the 112 padding positions it saves (overhead 100: 144 + 200 < 256 + 100; 120: 384 > 376)
+    mask = torch.zeros(4, 64)
+    mask[0], mask[2], mask[1, :8], mask[3, :8] = 1, 1, 1, 1
+    mask[3, 4] = 0
+    assert [p.tolist() for p in length_parts(mask, overhead=0)] == [[1, 3], [0, 2]]
+    assert [p.tolist() for p in length_parts(mask, overhead=100)] == [[1, 3], [0, 2]]
+    assert [p.tolist() for p in length_parts(mask, overhead=120)] == [[1, 3, 0, 2]]
+    empty = torch.zeros(2, 5)  # rows with no loss token still land in a part (of width 1)
+    assert [p.tolist() for p in length_parts(empty)] == [[0, 1]]
+
+
+@pytest.mark.parametrize("groups,g", [(2, 4), (6, 1)])  # a shared prompt per group; distinct prompts
+def test_log_probs_in_length_parts_equal_one_pass_with_gradients(tiny_llama, monkeypatch, groups, g):
+    monkeypatch.setattr(policy, "PART_OVERHEAD", 0)  # the tiny batch's rows each get a part of their own length
+    tiny_llama.train()
+    batch = grouped_batch(groups, g, t=9, seed=3)
+    lengths = torch.tensor([9, 2, 5, 1, 7, 3, 9, 4])[: len(batch)]  # sorted, not a self-inverse order
+    batch.loss_mask = (torch.arange(9) < lengths.unsqueeze(1)).float()  # (n, T)
+    assert len(length_parts(batch.loss_mask, overhead=0)) > 1  # the split is at work
+    params = list(tiny_llama.parameters())
+    weights = torch.randn(len(batch), 9) * batch.loss_mask  # a loss on the real tokens only
+
+    split, split_entropy = completion_logps(tiny_llama, batch, 0.7, with_entropy=True)  # (n, T)
+    logits = completion_logits(tiny_llama, batch, 0.7)  # (n, T, V), one pass at full width
+    one = losses.selective_log_probs(logits, batch.completion_ids)
+    real = batch.loss_mask.bool()
+    assert torch.allclose(split[real], one[real], atol=1e-5)
+    assert torch.allclose(split_entropy[real], diagnostics.token_entropy(logits)[real], atol=1e-5)
+    g_split = torch.autograd.grad((split * weights).sum(), params, allow_unused=True)
+    g_one = torch.autograd.grad((one * weights).sum(), params, allow_unused=True)
+    for a, b in zip(g_split, g_one):
+        assert (a is None) == (b is None) and (a is None or torch.allclose(a, b, atol=1e-5))
 
 
 def test_distinct_prompts_take_the_plain_path(tiny_llama):

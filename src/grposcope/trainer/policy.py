@@ -9,8 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 import torch
+from transformers.cache_utils import DynamicCache
 
 from ..core import diagnostics, losses
+
+# What a separate pass over a part of the rows costs beyond its positions, in positions: 30 layers of small
+# products and their launch. Chosen on the embedded model (2 prompts x 8, max 64, 2 cores): 64 split 16 rows
+# into 6 of length <= 33 and 10 of 64 and took 7.45-9.09 s forward + backward, 16 (four parts) 8.07-8.63 s, one
+# pass 8.42-10.60 s (the machine was shared: noisy).
+PART_OVERHEAD = 64
 
 
 @dataclass
@@ -46,10 +53,21 @@ def _take(x: torch.Tensor | None, index: torch.Tensor) -> torch.Tensor | None:
 
 
 def completion_logits(model, batch: TrainBatch, temperature: float) -> torch.Tensor:
-    """Next-token logits at every completion position, divided by the sampling temperature.  -> (n, T, V)
+    """Next-token logits at every completion position, divided by the sampling temperature.  -> (n, T', V)
+
+    T' reaches the last column that any row's loss mask uses. All rows run in one pass (no split by length):
+    the reference against which the split passes of `completion_logps` are tested.
+    """
+    logits = torch.cat([part for _, part in _logits_by_length(model, batch, [torch.arange(len(batch))])])
+    return logits if temperature == 1.0 else logits / temperature  # no (n, T, V) copy at temperature 1
+
+
+def _logits_by_length(model, batch: TrainBatch, parts: list[torch.Tensor]):
+    """For each part (row indices), the logits of its rows over its own width: its longest row.
+    Yields (rows (r,), logits (r, T_r, V)).
 
     Rows that share a prompt (a group's G completions) share its forward pass: the prompt runs once, its
-    keys and values are copied to each of its rows, and only the completions run per row (see
+    keys and values are copied to each row of each part, and only the completions run per part (see
     `_shared_prompt_logits`). Gradients flow back through the copies into the one prompt pass, so the
     result equals a forward over every full row, with a G-th of the prompt's cost.
     Position ids follow the attention mask, as in generation: with left padding, the first real token of
@@ -59,10 +77,10 @@ def completion_logits(model, batch: TrainBatch, temperature: float) -> torch.Ten
     first = _first_rows(inverse)  # (U,) a row of each distinct prompt
     same_masks = torch.equal(batch.prompt_mask, batch.prompt_mask[first][inverse])
     if len(first) < len(batch) and same_masks:
-        logits = _shared_prompt_logits(model, batch, first, inverse)
+        yield from _shared_prompt_logits(model, batch, first, inverse, parts)
     else:
-        logits = _full_row_logits(model, batch)
-    return logits if temperature == 1.0 else logits / temperature  # no (n, T, V) copy at temperature 1
+        for rows in parts:
+            yield rows, _full_row_logits(model, batch.rows(rows))
 
 
 def _full_row_logits(model, batch: TrainBatch) -> torch.Tensor:
@@ -79,29 +97,68 @@ def _full_row_logits(model, batch: TrainBatch) -> torch.Tensor:
     return out.logits[:, :-1]  # (n, T, V): position t predicts completion token t
 
 
-def _shared_prompt_logits(model, batch: TrainBatch, first: torch.Tensor, inverse: torch.Tensor) -> torch.Tensor:
-    """The prompt once per distinct prompt (rows `first`, U of them), then the completions of all n rows on
-    its cache (`inverse` maps each row to its prompt)."""
+def _shared_prompt_logits(model, batch: TrainBatch, first: torch.Tensor, inverse: torch.Tensor,
+                          parts: list[torch.Tensor]):
+    """The prompt once per distinct prompt (rows `first`, U of them), then the completions of each part's rows
+    on a copy of its cache, `inverse` mapping each row to its prompt. Yields (rows, logits (r, T_r, V))."""
     device = _device(model)
     prompt_ids, prompt_mask = batch.prompt_ids[first].to(device), batch.prompt_mask[first].to(device)  # (U, P)
     prompt = model(
         input_ids=prompt_ids, attention_mask=prompt_mask,
         position_ids=(prompt_mask.cumsum(dim=1) - 1).clamp(min=0), use_cache=True, logits_to_keep=1,
     )
-    first_logits = prompt.logits[:, -1:][inverse.to(device)]  # (n, 1, V): predicts completion token 0
-    if batch.completion_ids.shape[1] == 1:
-        return first_logits
-    cache = prompt.past_key_values
-    cache.batch_select_indices(inverse.to(device))  # (U, ...) -> (n, ...): differentiable copies
-    completion_in = batch.completion_ids[:, :-1].to(device)  # (n, T - 1): the last token predicts nothing
-    lengths = batch.prompt_mask.sum(dim=1, keepdim=True).to(device)  # (n, 1) real prompt tokens
-    attention = torch.cat([batch.prompt_mask.to(device), torch.ones_like(batch.completion_ids, device=device)], 1)
-    out = model(
-        input_ids=completion_in, attention_mask=attention[:, :-1],
-        position_ids=lengths + torch.arange(completion_in.shape[1], device=device), past_key_values=cache,
-        use_cache=True,
-    )
-    return torch.cat([first_logits, out.logits], dim=1)  # (n, T, V)
+    last = prompt.logits[:, -1:]  # (U, 1, V): predicts completion token 0
+    layers = [(layer.keys, layer.values) for layer in prompt.past_key_values.layers]  # (U, kv heads, P, d) each
+    for rows in parts:
+        t = _width(batch.loss_mask[rows])
+        own = inverse[rows].to(device)  # (r,) each row's prompt
+        first_logits = last[own]  # (r, 1, V)
+        if t == 1:
+            yield rows, first_logits
+            continue
+        cache = DynamicCache([(keys[own], values[own]) for keys, values in layers])  # differentiable copies
+        completion_in = batch.completion_ids[rows, : t - 1].to(device)  # (r, t - 1): the last token predicts nothing
+        prompt_mask_rows = batch.prompt_mask[rows].to(device)  # (r, P)
+        lengths = prompt_mask_rows.sum(dim=1, keepdim=True)  # (r, 1) real prompt tokens
+        attention = torch.cat([prompt_mask_rows, torch.ones_like(completion_in)], dim=1)  # (r, P + t - 1)
+        out = model(
+            input_ids=completion_in, attention_mask=attention,
+            position_ids=lengths + torch.arange(t - 1, device=device), past_key_values=cache, use_cache=True,
+        )
+        yield rows, torch.cat([first_logits, out.logits], dim=1)  # (r, t, V)
+
+
+def _width(loss_mask: torch.Tensor) -> int:
+    """Columns up to the last one that counts in the loss (at least 1).  (r, T) -> int"""
+    used = loss_mask.sum(dim=0).nonzero()
+    return int(used.max().item()) + 1 if len(used) else 1
+
+
+def length_parts(loss_mask: torch.Tensor, overhead: int | None = None) -> list[torch.Tensor]:
+    """Rows split into parts of similar length, so that little padding is computed.  (n, T) -> parts (r,)
+
+    Rows sorted by length (up to their last loss token) are cut into runs that minimise the positions
+    computed, sum over parts of rows x longest row, plus `overhead` positions for each extra pass (the
+    passes' fixed cost: small matrix products run slower), PART_OVERHEAD unless given. Exact dynamic
+    programme over the cut points.
+    """
+    overhead = PART_OVERHEAD if overhead is None else overhead
+    n, t = loss_mask.shape
+    used = loss_mask.bool()
+    lengths = torch.where(used.any(dim=1), t - used.flip(1).int().argmax(dim=1), 0)  # (n,) last loss token + 1
+    order = lengths.argsort(stable=True)
+    sorted_len = lengths[order].clamp(min=1).tolist()
+    best, cut = [0.0] + [float("inf")] * n, [0] * (n + 1)  # best[j]: cost of rows :j; cut[j]: start of its part
+    for j in range(1, n + 1):
+        for i in range(j):  # the last part holds sorted rows i..j-1, whose longest is sorted_len[j - 1]
+            cost = best[i] + (j - i) * sorted_len[j - 1] + overhead
+            if cost < best[j]:
+                best[j], cut[j] = cost, i
+    parts, j = [], n
+    while j > 0:
+        parts.append(order[cut[j] : j])
+        j = cut[j]
+    return parts[::-1]
 
 
 def _first_rows(inverse: torch.Tensor) -> torch.Tensor:
@@ -120,12 +177,30 @@ def completion_logps(
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs of the completion tokens (n, T), and their entropies (n, T) if asked (TRL's temperature).
 
+    Rows run in parts of similar length (`length_parts`), each over its own longest row: the padding after a
+    short completion is not computed where its part is shorter, and log-probs and entropies are 0 past each part's
+    width (outside the loss mask; inside a part, rows shorter than its longest still get theirs).
     A measured entropy comes from the log-probs' own pass over the logits; with `entropy_grad` (an entropy
     bonus in the loss) it is computed on its own, differentiably.
     """
-    logits = completion_logits(model, batch, temperature)  # (n, T, V)
-    tokens = batch.completion_ids.to(logits.device)  # (n, T)
-    if with_entropy and not entropy_grad:
-        return losses.selective_log_probs(logits, tokens, with_entropy=True)
-    logp = losses.selective_log_probs(logits, tokens)  # (n, T)
-    return logp, diagnostics.token_entropy(logits) if with_entropy else None
+    n, t = batch.completion_ids.shape
+    logps, entropies, order = [], [], []
+    for rows, logits in _logits_by_length(model, batch, length_parts(batch.loss_mask)):
+        logits = logits if temperature == 1.0 else logits / temperature  # (r, T_r, V)
+        tokens = batch.completion_ids[rows, : logits.shape[1]].to(logits.device)  # (r, T_r)
+        if with_entropy and not entropy_grad:
+            logp, entropy = losses.selective_log_probs(logits, tokens, with_entropy=True)
+        else:
+            logp = losses.selective_log_probs(logits, tokens)  # (r, T_r)
+            entropy = diagnostics.token_entropy(logits) if with_entropy else None
+        logps.append(_pad(logp, t))
+        entropies.append(None if entropy is None else _pad(entropy, t))
+        order.append(rows)
+    back = torch.cat(order).argsort().to(logps[0].device)  # (n,) each row's place in the parts' order
+    logp = torch.cat(logps)[back]  # (n, T)
+    return logp, (torch.cat(entropies)[back] if with_entropy else None)
+
+
+def _pad(x: torch.Tensor, t: int) -> torch.Tensor:
+    """(r, T_r) -> (r, T), zeros on the right."""
+    return torch.nn.functional.pad(x, (0, t - x.shape[1]))
