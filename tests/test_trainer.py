@@ -284,3 +284,24 @@ def test_avspo_and_the_monitor_update_once_per_generation_batch(tmp_path, tiny_l
     assert trainer.monitor.step == 2 and [("collapse/acr" in line) for line in lines] == [True, False, True, False]
     signals = [line["avspo/signal"] for line in lines]
     assert signals[0] == signals[1] == 1.0 and signals[2] == signals[3]  # one estimator call per generation
+
+
+def test_max_samples_stops_once_the_completions_are_spent_and_resumes_counting(tmp_path, tiny_llama, tiny_tokenizer):
+    # 8 completions a step (2 prompts x G = 4, the fixed sampler): a budget of 20 is spent by step 3 (24)
+    def run(max_samples, resume=None):
+        config = tiny_config(tmp_path, max_steps=10, max_samples=max_samples, save_steps=2)
+        trainer = GRPOTrainer(model=tiny_llama, processing_class=tiny_tokenizer, reward_funcs=text_length,
+                              train_dataset=DATA, args=config)
+        trainer.train(resume_from_checkpoint=resume)
+        return trainer
+
+    trainer = run(20)
+    lines = read_lines(tmp_path / "run" / "metrics.jsonl")
+    assert [line["step"] for line in lines] == [1, 2, 3]
+    assert [line["sampler/samples_generated"] for line in lines] == [8, 8, 8]
+    assert trainer.state_dict()["samples_generated"] == 24
+    # from checkpoint-2 (16 spent) with a budget of 40: steps 3, 4 and 5 spend the other 24
+    resumed = run(40, resume=str(tmp_path / "run" / "checkpoint-2"))
+    assert resumed.global_step == 5 and resumed.samples_generated == 40
+    with pytest.raises(ValueError, match="max_samples must be > 0"):
+        tiny_config(tmp_path, max_samples=0)

@@ -120,6 +120,10 @@ class GRPOConfig:
     """Optimizer steps to run (-1: derive from num_train_epochs)."""
     num_train_epochs: float = 3.0
     """Passes over the training prompts (used when max_steps is -1)."""
+    max_samples: int | None = None
+    """Stop once this many completions were generated in all (every draw a sampler made, kept or not), or at
+    max_steps, whichever comes first: equal compute for samplers that spend differently per step (dynamic
+    sampling, Reinforce-Ada). A generation batch already paid for is trained on to its end. None: no limit."""
 
     # --- generation ---------------------------------------------------------------------------------------
     max_prompt_length: int | None = MAX_PROMPT_LENGTH
@@ -253,6 +257,9 @@ class GRPOConfig:
             raise ValueError("learning_rate must be > 0; beta and entropy_coef >= 0")
         if self.max_steps == 0 or self.max_steps < -1 or (self.max_steps == -1 and self.num_train_epochs <= 0):
             raise ValueError("set max_steps > 0, or max_steps=-1 with num_train_epochs > 0")
+        if self.max_samples is not None and self.max_samples <= 0:
+            raise ValueError(f"max_samples must be > 0 (completions to generate in all), or None for no limit; "
+                             f"got {self.max_samples}")
         _check_choice("loss_type", self.loss_type, LOSS_TYPES)
         _check_choice("reward_errors", self.reward_errors, ERROR_MODES)
         _check_choice("lr_scheduler_type", self.lr_scheduler_type, LR_SCHEDULERS)

@@ -71,6 +71,7 @@ class GRPOTrainer:
         self.global_step = 0
         self.timer = PhaseTimer()
         self.bad_steps = 0  # updates skipped for a non-finite loss or gradient
+        self.samples_generated = 0  # completions drawn so far, kept or not (max_samples)
         self._generation: Generation | None = None  # the batch being trained on
         self._eval_before: dict[str, float] | None = None  # held-out figures before training
         self._last_eval: dict[str, float] = {}  # the latest evaluation, reused as "after" when it is current
@@ -96,7 +97,12 @@ class GRPOTrainer:
                 self._eval_before = self.evaluate()  # {} without a held-out split
             while self.global_step < self.max_steps:
                 if self._generation is None or self._generation.done:
+                    if self._budget_spent():
+                        logger.note(f"max_samples={self.args.max_samples} reached ({self.samples_generated} "
+                                    f"completions generated): stopping at step {self.global_step}")
+                        break
                     self._generation = self._generate()  # sample, draw and score, advantages
+                    self.samples_generated += int(self._generation.metrics["sampler/samples_generated"])
                 generation, t0 = self._generation, time.perf_counter()
                 fresh = generation.fresh  # its first optimizer step pays for it and diagnoses it
                 metrics, figures = self._optimize(generation.next_batch())
@@ -120,6 +126,9 @@ class GRPOTrainer:
             return logger.summary(extra)
         finally:
             logger.close()  # also when a step fails: every logged line is on disk, backends flushed
+
+    def _budget_spent(self) -> bool:
+        return self.args.max_samples is not None and self.samples_generated >= self.args.max_samples
 
     def _end_step(self, generation: Generation, metrics: dict[str, float], seconds: float) -> dict[str, float]:
         """Counts the step and completes its metrics: the generation's, what reward functions logged, the
@@ -365,6 +374,7 @@ class GRPOTrainer:
         return {
             "global_step": self.global_step,
             "bad_steps": self.bad_steps,
+            "samples_generated": self.samples_generated,
             "stream": self.stream.state_dict(),
             "estimator": self.estimator.state_dict(),
             "monitor": self.monitor.state_dict(),
@@ -375,6 +385,7 @@ class GRPOTrainer:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.global_step, self.bad_steps = int(state["global_step"]), int(state["bad_steps"])
+        self.samples_generated = int(state.get("samples_generated", 0))  # checkpoints before max_samples: 0
         self.stream.load_state_dict(state["stream"])
         self.estimator.load_state_dict(state["estimator"])
         self.monitor.load_state_dict(state["monitor"])
