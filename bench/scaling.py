@@ -9,6 +9,7 @@ middle point (what linear growth would give).
     .venv/bin/python bench/scaling.py                      # 1 warm-up + 3 measured steps per point (~15 min)
     .venv/bin/python bench/scaling.py --steps 2 --out bench/results
     .venv/bin/python bench/scaling.py --natural --lengths 64,256 --steps 2   # stopping at EOS, boxed prompts
+    .venv/bin/python bench/scaling.py --natural --lengths 1024 --groups 4,16 --warmup 0 --steps 1
 
 With `--natural`, completions stop at EOS (at most the length), on bench/step.py's boxed-answer prompts, and
 every point takes G in (4, 8, 16) at each `--lengths`; the time per completion token and the floor use the
@@ -114,6 +115,7 @@ def main() -> None:
     parser.add_argument("--out", default="bench/results", help="folder for scaling.md and scaling.png")
     parser.add_argument("--natural", action="store_true", help="completions stop at EOS (boxed-answer prompts)")
     parser.add_argument("--lengths", default="64,256", help="with --natural: the max completion lengths")
+    parser.add_argument("--groups", default="4,8,16", help="with --natural: the group sizes G")
     args = parser.parse_args()
     import torch
 
@@ -121,7 +123,7 @@ def main() -> None:
     args.gflops = matmul_gflops()
     print(f"fp32 matmul rate: {args.gflops:.1f} GFLOP/s", flush=True)
     if args.natural:
-        grid = [(g, int(n)) for n in args.lengths.split(",") for g in GROUPS]
+        grid = [(int(g), int(n)) for n in args.lengths.split(",") for g in args.groups.split(",")]
     else:
         grid = [(g, 64) for g in GROUPS] + [(8, n) for n in LENGTHS if n != 64]
     points = []

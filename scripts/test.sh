@@ -5,6 +5,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-.venv/bin/ruff check src tests bench examples
+.venv/bin/ruff check src tests bench examples experiments
 .venv/bin/python -m pytest "$@"
 bash scripts/test_verl.sh -q
