@@ -21,6 +21,7 @@ import argparse
 import gzip
 import json
 import math
+import os
 import shutil
 import statistics
 import subprocess
@@ -41,7 +42,7 @@ TRAIN = [
     "--torch_threads", "1", "--overwrite_output_dir", "true",
 ]
 EVAL = ["--dataset", "arithmetic", "--num_samples", str(EVAL_K), "--eval_size", str(EVAL_SIZE),
-        "--max_completion_length", "24", "--max_prompt_length", "256", "--overwrite", "true"]
+        "--max_completion_length", "24", "--max_prompt_length", "256", "--overwrite"]
 AVSPO = ["--advantage_estimator", "avspo"]  # stratified, adaptive threshold, guard 0.5: the defaults
 # name -> (flags, seeds): the four methods the issue asks for on 3 seeds first, then the one-seed ablations
 METHODS: dict[str, tuple[list[str], tuple[int, ...]]] = {
@@ -57,6 +58,9 @@ METHODS: dict[str, tuple[list[str], tuple[int, ...]]] = {
        for t in ("0.3", "0.5", "0.7")},
 }
 CLI = [sys.executable, "-m", "grposcope.cli"]
+# one thread per process: two runs share the 2 cores, and more threads than cores make OpenMP spin (measured:
+# an eval that takes minutes alone did not finish in 7 minutes beside a second one at 2 threads each)
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 def run_name(method: str, seed: int) -> str:
@@ -78,13 +82,15 @@ def train_one(out: Path, name: str, flags: list[str], seed: int) -> str:
     if (folder / "eval_avg4.json").is_file():
         return f"{name}: done before"
     t0 = time.perf_counter()
-    with open(out / f"{name}.log", "w") as log:
-        code = subprocess.run([*CLI, "train", "--output_dir", str(folder), "--seed", str(seed), *TRAIN, *flags],
-                              stdout=log, stderr=subprocess.STDOUT).returncode
+    trained = (folder / "summary.json").is_file() and (folder / "model").is_dir()  # only its eval is missing
+    with open(out / f"{name}.log", "a" if trained else "w") as log:
+        code = 0 if trained else subprocess.run(
+            [*CLI, "train", "--output_dir", str(folder), "--seed", str(seed), *TRAIN, *flags],
+            stdout=log, stderr=subprocess.STDOUT, env=ENV).returncode
         if code == 0:
             code = subprocess.run([*CLI, "eval", "--model", str(folder / "model"), "--seed", str(seed), *EVAL,
                                    "--output", str(folder / "eval_avg4.json")], stdout=log,
-                                  stderr=subprocess.STDOUT).returncode
+                                  stderr=subprocess.STDOUT, env=ENV).returncode
     if code == 0:
         shutil.rmtree(folder / "model")  # 540 MB each; the logs and the eval file are what the study reads
     return f"{name}: exit {code} after {time.perf_counter() - t0:.0f} s"
@@ -97,7 +103,7 @@ def base_eval(out: Path, seed: int) -> str:
         return f"base-s{seed}: done before"
     with open(out / f"base-s{seed}.log", "w") as log:
         code = subprocess.run([*CLI, "eval", "--model", "embedded:smollm2-135m-instruct", "--seed", str(seed),
-                               *EVAL, "--output", str(path)], stdout=log, stderr=subprocess.STDOUT).returncode
+                               *EVAL, "--output", str(path)], stdout=log, stderr=subprocess.STDOUT, env=ENV).returncode
     return f"base-s{seed}: exit {code}"
 
 
@@ -129,10 +135,14 @@ SIM_METHODS: dict[str, tuple[str, dict, str, dict]] = {
 }
 SIM_SEEDS = tuple(range(10))
 SIM_STEPS = 100
+# difficulty_mean of the prompts' base logits: the simulator's default (-1: mean pass rate 0.37, ACR ~0.37 at
+# G = 8), then a hard population (-3) where most groups collapse all-wrong
+SIM_DIFFICULTIES = (-1.0, -3.0)
 
 
-def _sim_path(out: Path, g: int, name: str, seed: int) -> Path:
-    return out / f"g{g}-{name.split(' ')[0]}-s{seed}.json"
+def _sim_path(out: Path, g: int, name: str, seed: int, mu: float = -1.0) -> Path:
+    level = "" if mu == -1.0 else f"mu{mu:g}-"
+    return out / f"g{g}-{level}{name.split(' ')[0]}-s{seed}.json"
 
 
 def simulate(args: argparse.Namespace) -> None:
@@ -142,17 +152,19 @@ def simulate(args: argparse.Namespace) -> None:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    for g in (8, 16):
-        for name, (sampler, sampler_options, estimator, estimator_options) in SIM_METHODS.items():
-            t0 = time.perf_counter()
-            for seed in SIM_SEEDS:
-                path = _sim_path(out, g, name, seed)
-                if not path.is_file():
-                    config = SimConfig(sampler=sampler, sampler_options=sampler_options, estimator=estimator,
-                                       estimator_options=estimator_options, prompts=10_000, num_generations=g,
-                                       steps=SIM_STEPS, seed=seed)
-                    path.write_text(json.dumps({"runs": [run(config).to_dict()]}) + "\n")
-            print(f"G={g} {name}: {len(SIM_SEEDS)} seeds, {time.perf_counter() - t0:.0f} s", flush=True)
+    for mu in SIM_DIFFICULTIES:
+        for g in (8, 16):
+            for name, (sampler, sampler_options, estimator, estimator_options) in SIM_METHODS.items():
+                t0 = time.perf_counter()
+                for seed in SIM_SEEDS:
+                    path = _sim_path(out, g, name, seed, mu)
+                    if not path.is_file():
+                        config = SimConfig(sampler=sampler, sampler_options=sampler_options, estimator=estimator,
+                                           estimator_options=estimator_options, prompts=10_000, num_generations=g,
+                                           steps=SIM_STEPS, seed=seed, difficulty_mean=mu)
+                        path.write_text(json.dumps({"runs": [run(config).to_dict()]}) + "\n")
+                print(f"difficulty_mean {mu:g}, G={g} {name}: {len(SIM_SEEDS)} seeds, "
+                      f"{time.perf_counter() - t0:.0f} s", flush=True)
 
 
 def sim_row(paths: list[Path], budget: float) -> dict[str, tuple[float, float]]:
@@ -232,7 +244,8 @@ def tables(args: argparse.Namespace) -> None:
             elif len(done) > 1 and col in ("ACR", "acr_post", "greedy"):
                 text += f" +- {_se(values):.3f}"
             cells.append(text)
-        gain = f"{statistics.fmean(gains):+.3f}" + (f" +- {_se(gains):.3f}" if len(gains) > 1 else "")
+        gain = "n/a" if not gains else (f"{statistics.fmean(gains):+.3f}"
+                                         + (f" +- {_se(gains):.3f}" if len(gains) > 1 else ""))
         print(f"| {method} | {','.join(map(str, done))} | " + " | ".join(cells) + f" | {gain} |")
     print("\nPaired with GRPO on the same seed (same prompts, same held-out split), avg@4 difference per seed:")
     for method, (_, seeds) in METHODS.items():
@@ -274,18 +287,18 @@ def _keep_logs(out: Path, keep: Path, runs: dict[str, dict[str, float]]) -> None
 
 
 def _sim_tables(sim: Path) -> None:
-    for g in (8, 16):
+    for mu, g in [(mu, g) for mu in SIM_DIFFICULTIES for g in (8, 16)]:
         budget = 256 * g * SIM_STEPS * 0.5  # half of what the fixed sampler spends in SIM_STEPS steps
-        print(f"\nSimulator, 10,000 prompts, G = {g}, {len(SIM_SEEDS)} seeds, at {budget:,.0f} generated samples "
-              "(mean +- SE over seeds):\n")
-        print("| method | steps | ACR | acr_post | held-out accuracy |")
-        print("|---|---|---|---|---|")
+        print(f"\nSimulator, 10,000 prompts, difficulty_mean {mu:g}, G = {g}, at {budget:,.0f} generated samples "
+              f"(mean +- SE over seeds):\n")
+        print("| method | seeds | steps | ACR | acr_post | held-out accuracy |")
+        print("|---|---|---|---|---|---|")
         for name in SIM_METHODS:
-            paths = [p for p in (_sim_path(sim, g, name, seed) for seed in SIM_SEEDS) if p.is_file()]
+            paths = [p for p in (_sim_path(sim, g, name, seed, mu) for seed in SIM_SEEDS) if p.is_file()]
             if not paths:
                 continue
             row = sim_row(paths, budget)
-            print(f"| {name} | {row['steps'][0]:.1f} | {row['ACR'][0]:.3f} +- {row['ACR'][1]:.3f} | "
+            print(f"| {name} | {len(paths)} | {row['steps'][0]:.1f} | {row['ACR'][0]:.3f} +- {row['ACR'][1]:.3f} | "
                   f"{row['acr_post'][0]:.3f} +- {row['acr_post'][1]:.3f} | "
                   f"{row['heldout accuracy'][0]:.4f} +- {row['heldout accuracy'][1]:.4f} |")
 
