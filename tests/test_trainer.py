@@ -286,7 +286,8 @@ def test_avspo_and_the_monitor_update_once_per_generation_batch(tmp_path, tiny_l
     assert signals[0] == signals[1] == 1.0 and signals[2] == signals[3]  # one estimator call per generation
 
 
-def test_max_samples_stops_once_the_completions_are_spent_and_resumes_counting(tmp_path, tiny_llama, tiny_tokenizer):
+def test_max_samples_stops_once_the_completions_are_spent_and_resumes_counting(tmp_path, tiny_llama, tiny_tokenizer,
+                                                                               capsys):
     # 8 completions a step (2 prompts x G = 4, the fixed sampler): a budget of 20 is spent by step 3 (24)
     def run(max_samples, resume=None):
         config = tiny_config(tmp_path, max_steps=10, max_samples=max_samples, save_steps=2)
@@ -296,6 +297,9 @@ def test_max_samples_stops_once_the_completions_are_spent_and_resumes_counting(t
         return trainer
 
     trainer = run(20)
+    # the progress line counts to where the budget ends (3), not to max_steps (10)
+    shown = [line.split(" |")[0] for line in capsys.readouterr().out.splitlines() if line.startswith("step ")]
+    assert shown == ["step 1/3", "step 2/3", "step 3/3"]
     lines = read_lines(tmp_path / "run" / "metrics.jsonl")
     assert [line["step"] for line in lines] == [1, 2, 3]
     assert [line["sampler/samples_generated"] for line in lines] == [8, 8, 8]

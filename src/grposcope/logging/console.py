@@ -60,6 +60,9 @@ class SilentDisplay:
     def update(self, step: int, metrics: dict[str, float]) -> None:
         pass
 
+    def set_total(self, total_steps: int) -> None:
+        pass
+
     def note(self, message: str) -> None:
         pass
 
@@ -90,6 +93,9 @@ class PlainDisplay:
             return
         self._last_printed = step
         print(plain_line(step, self.total_steps, figures, self._eta(step, now, metrics)), flush=True)
+
+    def set_total(self, total_steps: int) -> None:
+        self.total_steps = total_steps
 
     def _eta(self, step: int, now: float, metrics: dict[str, float]) -> float | None:
         """Mean pace since the first step logged here, so that setup and model loading do not count;
@@ -153,6 +159,9 @@ class LiveDisplay:
         self._figures.update({name: metrics[name] for name in KEY_FIGURES if name in metrics})
         self._progress.figures = format_figures(self._figures)
         self._progress.update(self._task, completed=step)
+
+    def set_total(self, total_steps: int) -> None:
+        self._progress.update(self._task, total=total_steps)
 
     def note(self, message: str) -> None:
         self._progress.console.print(message)  # printed above the bar, which is redrawn below it

@@ -136,6 +136,11 @@ class RunLogger:
         self.stats.add(step, metrics)
         self._display.update(step, metrics)
 
+    def set_total(self, total_steps: int) -> None:
+        """A new expected number of steps for the progress display (a run that stops at max_samples)."""
+        self.total_steps = total_steps
+        self._display.set_total(total_steps)
+
     def log_completions(self, step: int, rows: list[dict[str, Any]]) -> None:
         """Logs a sample of step `step`'s completions: one line per row in <output_dir>/completions.jsonl,
         and a table in every backend that has `log_completions` (TensorBoard, W&B).

@@ -9,6 +9,7 @@ the loop and what a checkpoint holds of it (`state_dict`).
 from __future__ import annotations
 
 import inspect
+import math
 import time
 import warnings
 from pathlib import Path
@@ -110,6 +111,8 @@ class GRPOTrainer:
                     metrics.update(self._diagnose(generation, figures))
                 seconds = (generation.seconds if fresh else 0.0) + time.perf_counter() - t0
                 metrics = self._end_step(generation, metrics, seconds)  # advances global_step
+                if self.args.max_samples is not None:
+                    logger.set_total(self._expected_steps())
                 logger.log(self.global_step, metrics)
                 if self.global_step % self.args.logging_steps == 0 and self._generation.sample:
                     logger.log_completions(self.global_step, self._generation.sample)
@@ -126,6 +129,17 @@ class GRPOTrainer:
             return logger.summary(extra)
         finally:
             logger.close()  # also when a step fails: every logged line is on disk, backends flushed
+
+    def _expected_steps(self) -> int:
+        """The step at which max_samples will stop the run, at the pace of samples per step so far (for the
+        progress display; at most max_steps)."""
+        per_step = self.samples_generated / max(self.global_step, 1)
+        left = max(self.args.max_samples - self.samples_generated, 0)
+        generation = self._generation  # steps it still feeds are paid for already
+        pending = 0 if generation is None else len(generation.plan) - generation.taken
+        if not per_step:
+            return self.max_steps
+        return min(self.max_steps, self.global_step + pending + math.ceil(left / per_step))
 
     def _budget_spent(self) -> bool:
         return self.args.max_samples is not None and self.samples_generated >= self.args.max_samples
