@@ -134,7 +134,7 @@ SIM_METHODS: dict[str, tuple[str, dict, str, dict]] = {
        for t in (0.3, 0.5, 0.7)},
 }
 SIM_SEEDS = tuple(range(10))
-SIM_STEPS = 100
+SIM_STEPS = 50  # the budget below is what the fixed sampler spends in these steps; others reach it sooner
 # difficulty_mean of the prompts' base logits: the simulator's default (-1: mean pass rate 0.37, ACR ~0.37 at
 # G = 8), then a hard population (-3) where most groups collapse all-wrong
 SIM_DIFFICULTIES = (-1.0, -3.0)
@@ -174,7 +174,8 @@ def sim_row(paths: list[Path], budget: float) -> dict[str, tuple[float, float]]:
     for path in paths:
         run = json.loads(path.read_text())["runs"][0]
         history = run["history"]
-        last = next(i for i, total in enumerate(history["samples_total"]) if total >= budget)
+        totals = history["samples_total"]
+        last = next((i for i, total in enumerate(totals) if total >= budget), len(totals) - 1)  # or its end
         picked = {"heldout accuracy": history["heldout_accuracy"][last], "steps": last + 1,
                   "ACR": statistics.fmean(history["collapse/acr"][: last + 1]),
                   "acr_post": statistics.fmean(history["collapse/acr_post"][: last + 1]),
@@ -205,6 +206,7 @@ def run_figures(folder: Path) -> dict[str, float]:
     return {
         "steps": len(steps),
         "ACR": statistics.fmean(s["collapse/acr"] for s in steps),
+        "ACR 1-5": statistics.fmean(s["collapse/acr"] for s in steps[:5]),
         "all-correct": statistics.fmean(s["collapse/acr_all_correct"] for s in steps),
         "all-wrong": statistics.fmean(s["collapse/acr_all_wrong"] for s in steps),
         "acr_post": statistics.fmean(s["collapse/acr_post"] for s in steps),
@@ -254,6 +256,15 @@ def tables(args: argparse.Namespace) -> None:
         if method != "grpo" and diffs:
             print(f"  {method}: " + ", ".join(f"{d:+.3f}" for d in diffs)
                   + (f"; mean {statistics.fmean(diffs):+.3f} +- {_se(diffs):.3f}" if len(diffs) > 1 else ""))
+    grpo = [per_run[run_name("grpo", s)] for s in SEEDS if run_name("grpo", s) in per_run]
+    if grpo:  # each step draws 2 groups: the pooled share of collapsed groups, with its binomial SE
+        groups = 2 * sum(f["steps"] for f in grpo)
+        acr = sum(f["ACR"] * f["steps"] for f in grpo) * 2 / groups
+        early = statistics.fmean(f["ACR 1-5"] for f in grpo)  # 10 groups a run
+        print(f"\nGRPO, {len(grpo)} runs pooled: ACR {acr:.3f} +- {math.sqrt(acr * (1 - acr) / groups):.3f} over "
+              f"{groups:.0f} groups of G = 8; steps 1-5: {early:.3f} +- "
+              f"{math.sqrt(early * (1 - early) / (10 * len(grpo))):.3f} over {10 * len(grpo)} groups "
+              "(the probe's forecast for the quickstart task: 0.622 +- 0.047)")
     print("\nPer run:")
     for name, f in per_run.items():
         print(f"  {name}: " + ", ".join(f"{k} {_fmt(k, v)}" for k, v in f.items()))
@@ -288,7 +299,7 @@ def _keep_logs(out: Path, keep: Path, runs: dict[str, dict[str, float]]) -> None
 
 def _sim_tables(sim: Path) -> None:
     for mu, g in [(mu, g) for mu in SIM_DIFFICULTIES for g in (8, 16)]:
-        budget = 256 * g * SIM_STEPS * 0.5  # half of what the fixed sampler spends in SIM_STEPS steps
+        budget = 256 * g * SIM_STEPS  # what the fixed sampler spends in SIM_STEPS steps
         print(f"\nSimulator, 10,000 prompts, difficulty_mean {mu:g}, G = {g}, at {budget:,.0f} generated samples "
               f"(mean +- SE over seeds):\n")
         print("| method | seeds | steps | ACR | acr_post | held-out accuracy |")
