@@ -272,7 +272,9 @@ def tables(args: argparse.Namespace) -> None:
         _keep_logs(out, keep, per_run)
     sim = out / "sim"
     if sim.is_dir():
-        _sim_tables(sim)
+        rows = _sim_tables(sim)
+        if keep:  # the figures each table row averages, per run (the runs themselves rerun in minutes)
+            (keep / "sim_runs.json.gz").write_bytes(gzip.compress(json.dumps(rows, indent=0).encode(), mtime=0))
 
 
 def _fmt(col: str, value: float) -> str:
@@ -297,7 +299,8 @@ def _keep_logs(out: Path, keep: Path, runs: dict[str, dict[str, float]]) -> None
             (keep / f"base-s{seed}.json.gz").write_bytes(gzip.compress(path.read_bytes(), mtime=0))
 
 
-def _sim_tables(sim: Path) -> None:
+def _sim_tables(sim: Path) -> list[dict]:
+    rows = []
     for mu, g in [(mu, g) for mu in SIM_DIFFICULTIES for g in (8, 16)]:
         budget = 256 * g * SIM_STEPS  # what the fixed sampler spends in SIM_STEPS steps
         print(f"\nSimulator, 10,000 prompts, difficulty_mean {mu:g}, G = {g}, at {budget:,.0f} generated samples "
@@ -309,9 +312,12 @@ def _sim_tables(sim: Path) -> None:
             if not paths:
                 continue
             row = sim_row(paths, budget)
+            rows.append({"difficulty_mean": mu, "G": g, "method": name, "seeds": len(paths),
+                         **{key: {"mean": m, "se": se} for key, (m, se) in row.items()}})
             print(f"| {name} | {len(paths)} | {row['steps'][0]:.1f} | {row['ACR'][0]:.3f} +- {row['ACR'][1]:.3f} | "
                   f"{row['acr_post'][0]:.3f} +- {row['acr_post'][1]:.3f} | "
                   f"{row['heldout accuracy'][0]:.4f} +- {row['heldout accuracy'][1]:.4f} |")
+    return rows
 
 
 def main() -> None:
