@@ -16,7 +16,7 @@ from ..core import diagnostics, losses
 # What a separate pass over a part of the rows costs beyond its positions, in positions: 30 layers of small
 # products and their launch. Chosen on the embedded model (2 prompts x 8, max 64, 2 cores): 64 split 16 rows
 # into 6 of length <= 33 and 10 of 64 and took 7.45-9.09 s forward + backward, 16 (four parts) 8.07-8.63 s, one
-# pass 8.42-10.60 s (the machine was shared: noisy).
+# pass 8.42-10.60 s (4 runs each; timings on this host varied by up to 25% from run to run).
 PART_OVERHEAD = 64
 
 
@@ -36,7 +36,7 @@ class TrainBatch:
     def rows(self, index: torch.Tensor) -> "TrainBatch":
         """A sub-batch, with the padding columns that none of its rows uses cut away."""
         picked = {f.name: _take(getattr(self, f.name), index) for f in fields(self)}
-        t = int(picked["loss_mask"].sum(dim=0).nonzero().max().item()) + 1 if picked["loss_mask"].any() else 1
+        t = _width(picked["loss_mask"])
         first = int(picked["prompt_mask"].sum(dim=0).nonzero().min().item())  # leading all-padding columns
         for name in ("completion_ids", "loss_mask", "old_logp", "ref_logp"):
             if picked[name] is not None:
