@@ -199,8 +199,9 @@ def avg_at_k(path: Path) -> tuple[float, float, float]:
 
 
 def run_figures(folder: Path) -> dict[str, float]:
-    lines = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    steps = [line for line in lines if "collapse/acr" in line]
+    from grposcope.logging.jsonl import read_metrics
+
+    steps = [line for line in read_metrics(folder / "metrics.jsonl") if "collapse/acr" in line]
     summary = json.loads((folder / "summary.json").read_text())
     avg, avg_se, greedy = avg_at_k(folder / "eval_avg4.json")
     return {
