@@ -8,6 +8,9 @@ prints, per configuration, how many metric values differ and the largest differe
     .venv/bin/python bench/same_metrics.py run --out /work/runs/same/after
     .venv/bin/python bench/same_metrics.py compare /work/runs/same/before /work/runs/same/after
 
+`run --extra ...` adds options to every configuration (e.g. `--extra --skip_no_signal_steps false`, to check
+that a new default's off switch gives the old behaviour).
+
 The configurations cover every estimator, sampler and loss setting the trainer routes: AVSPO with its guard and
 measure_update, dynamic sampling with a reference model, clip-higher, dual-clip and two passes over each batch,
 Reinforce-Ada with the pool baseline, the budgeted sampler with RLOO and an entropy bonus, Dr. GRPO with the KL
@@ -44,7 +47,7 @@ def run(args: argparse.Namespace) -> None:
     out = Path(args.out)
     for name, extra in CONFIGS.items():
         folder = out / name
-        cmd = [sys.executable, "-m", "grposcope.cli", "train", "--output_dir", str(folder), *BASE, *extra]
+        cmd = [sys.executable, "-m", "grposcope.cli", "train", "--output_dir", str(folder), *BASE, *extra, *args.extra]
         code = subprocess.run(cmd, capture_output=True, text=True)
         status = "ok" if code.returncode == 0 else f"exit {code.returncode}: {code.stderr.strip()[-300:]}"
         print(f"{name}: {status}", flush=True)
@@ -80,6 +83,8 @@ def main() -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run")
     r.add_argument("--out", required=True)
+    r.add_argument("--extra", nargs=argparse.REMAINDER, default=[],
+                   help="options added to every configuration, e.g. --extra --skip_no_signal_steps false")
     c = sub.add_parser("compare")
     c.add_argument("before")
     c.add_argument("after")

@@ -89,6 +89,37 @@ def per_sequence(advantages: torch.Tensor, logp: torch.Tensor) -> torch.Tensor:
     return adv
 
 
+def carries_signal(advantages: torch.Tensor, mask: torch.Tensor) -> bool:
+    """Whether a policy loss on these rows can have a gradient: some row with a real token has a non-zero
+    advantage.  advantages (N,) or (B, G), mask (N, T) -> bool.
+
+    Every registered policy loss is a product with the advantage, so rows whose advantage is exactly 0 give
+    a gradient of exactly 0, and so do rows with no real token. A KL or entropy term is the caller's to add.
+    """
+    adv = advantages.reshape(-1)  # (N,)
+    if adv.shape[0] != mask.shape[0]:
+        raise ValueError(f"{adv.shape[0]} advantages for {mask.shape[0]} sequences")
+    return bool(((adv != 0) & mask.bool().any(dim=1)).any())
+
+
+def adamw_replay(empty_steps: int, beta1: float = 0.9, beta2: float = 0.999) -> float:
+    """How far AdamW moves a weight in all over one real gradient g followed by `empty_steps` exactly-zero
+    gradients, in units of the first step's displacement lr * sign(g) (eps and weight decay left out).
+
+    After step 1, m_t = beta1^(t-1) (1 - beta1) g and v_t = beta2^(t-1) (1 - beta2) g^2, so the bias-corrected
+    step m_t / (1 - beta1^t) / sqrt(v_t / (1 - beta2^t)) keeps the sign of g and shrinks slowly:
+    1 + 0.670 = 1.67 after one empty step (beta1 0.9, beta2 0.999). docs/algorithms.md derives it.
+    """
+    if empty_steps < 0:
+        raise ValueError(f"empty_steps must be >= 0, got {empty_steps}")
+    total = 0.0
+    for t in range(1, empty_steps + 2):
+        m_hat = beta1 ** (t - 1) * (1 - beta1) / (1 - beta1**t)
+        v_hat = beta2 ** (t - 1) * (1 - beta2) / (1 - beta2**t)
+        total += m_hat / v_hat**0.5
+    return total
+
+
 def aggregate(
     per_token: torch.Tensor,
     mask: torch.Tensor,

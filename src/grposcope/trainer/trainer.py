@@ -72,6 +72,7 @@ class GRPOTrainer:
         self.global_step = 0
         self.timer = PhaseTimer()
         self.bad_steps = 0  # updates skipped for a non-finite loss or gradient
+        self.no_signal_steps = 0  # optimizer steps skipped because the gradient was exactly zero
         self.samples_generated = 0  # completions drawn so far, kept or not (max_samples)
         self._generation: Generation | None = None  # the batch being trained on
         self._eval_before: dict[str, float] | None = None  # held-out figures before training
@@ -126,6 +127,8 @@ class GRPOTrainer:
             self.save_model()
             before = self._eval_before
             extra = {f"{k} before": v for k, v in before.items()} | {f"{k} after": v for k, v in after.items()}
+            if self.args.skip_no_signal_steps:
+                extra["optimizer/skipped_no_signal_steps"] = self.no_signal_steps
             return logger.summary(extra)
         finally:
             logger.close()  # also when a step fails: every logged line is on disk, backends flushed
@@ -181,12 +184,17 @@ class GRPOTrainer:
             rewards=selection.rewards.reshape(-1),
         )
         with timer("logprobs"):
-            batch.old_logp, batch.ref_logp = self._old_and_ref_logps(batch)
+            batch.ref_logp = self._ref_logps(batch)
+            if args.kl_in_reward:  # the penalty reads the sampling policy's log-probs before the advantages
+                batch.old_logp = self._logps_in_chunks(self.model, batch)
         with timer("scoring"):  # advantages
             rewards = selection.rewards  # (B', G)
             trained, kl_metrics = self._kl_in_reward(rewards, batch)  # rewards, unless kl_in_reward
             estimate = self.estimator(trained, pool=selection.pool, as_drawn=selection.as_drawn)
         batch.advantages = estimate.advantages.reshape(-1)  # (N,)
+        if batch.old_logp is None and self._reuses_batch() and self._has_gradient(batch):
+            with timer("logprobs"):  # the ratio's denominator, for the steps after the first on this batch
+                batch.old_logp = self._logps_in_chunks(self.model, batch)
         metrics = {**self._generation_metrics(drawer, selection, rollout), **estimate.metrics, **kl_metrics}
         sample = drawer.sample_rows(selection, estimate.advantages, args.num_completions_to_print) \
             if args.log_completions else []
@@ -231,11 +239,18 @@ class GRPOTrainer:
             figures.add(micro_figures, share=float(micro.loss_mask.sum()) / total_tokens if total_tokens else 0.0)
         with timer("optimizer"):
             grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), args.max_grad_norm or float("inf"))
-            if finite and torch.isfinite(grad_norm):
+            # an exactly-zero gradient (no micro-batch had signal, or its terms cancelled to 0): AdamW would
+            # still move every weight along its momentum, so no step at all (docs/algorithms.md)
+            no_signal = args.skip_no_signal_steps and finite and grad_norm.item() == 0.0
+            if no_signal:
+                self.no_signal_steps += 1
+            elif finite and torch.isfinite(grad_norm):
                 self.optimizer.step()
             else:  # skipped: one NaN would spread into every weight; the schedule goes on with the step count
                 self.bad_steps += 1
-            self.scheduler.step()
+            with warnings.catch_warnings():  # torch's warning when no optimizer step has been taken yet
+                warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step()`")
+                self.scheduler.step()  # either way: the learning rate follows the run's step count
             self.optimizer.zero_grad(set_to_none=True)
         metrics = figures.metrics()
         if before is not None:
@@ -243,6 +258,7 @@ class GRPOTrainer:
         train_tokens = (batch.prompt_mask.sum() + batch.loss_mask.sum()).item()
         metrics["grad_norm"] = grad_norm.item()
         metrics["loss/skipped_updates"] = float(self.bad_steps)
+        metrics["optimizer/skipped_no_signal"] = float(no_signal)
         metrics["perf/train_tokens"] = train_tokens
         metrics["perf/train_tokens_per_s"] = train_tokens / (time.perf_counter() - t0)
         return metrics, figures
@@ -270,9 +286,38 @@ class GRPOTrainer:
                 out[f"update/logp_change_{name}"] = change[tokens].mean().item()
         return out
 
+    def _has_gradient(self, batch: TrainBatch) -> bool:
+        """Whether the loss on `batch` can have a non-zero gradient (always True with skip_no_signal_steps off,
+        so that every pass runs as in stock TRL): a decoupled KL or an entropy term always has one, the policy
+        loss only through a non-zero advantage on a row with a real token."""
+        args = self.args
+        return (not args.skip_no_signal_steps or (args.beta > 0 and not args.kl_in_reward)
+                or args.entropy_coef > 0 or losses.carries_signal(batch.advantages, batch.loss_mask))
+
+    def _reuses_batch(self) -> bool:
+        """A generation feeds more than one optimizer step: the later ones need the sampling log-probs."""
+        return self.args.num_iterations > 1 or self.geometry.optimizer_steps_per_generation > 1
+
     def _micro_step(self, micro: TrainBatch, counts: dict[str, Any]) -> tuple[UpdateFigures, bool]:
         """Forward, loss, backward on one micro-batch; returns its figures and whether its loss was finite
-        (a NaN or inf loss is not back-propagated)."""
+        (a NaN or inf loss is not back-propagated). A micro-batch whose loss has no gradient skips the
+        backward pass, and runs its forward pass without a graph, only for the entropy and KL it measures."""
+        if not self._has_gradient(micro):
+            measured = self.args.diagnostics or micro.ref_logp is not None
+            if not measured:
+                return UpdateFigures(), True
+            with torch.no_grad():
+                _, figures = self._forward_and_loss(micro, counts)
+            return figures, True
+        loss, figures = self._forward_and_loss(micro, counts)
+        finite = bool(torch.isfinite(loss))
+        if finite:
+            with self.timer("backward"):
+                loss.backward()
+        return figures, finite
+
+    def _forward_and_loss(self, micro: TrainBatch, counts: dict[str, Any]) -> tuple[torch.Tensor, UpdateFigures]:
+        """Log-probs (and entropy) of one micro-batch under the current weights, and its loss."""
         args, timer = self.args, self.timer
         with timer("logprobs"):  # the entropy comes with the log-probs (a loss term when entropy_coef > 0)
             logp, entropy = completion_logps(
@@ -280,14 +325,10 @@ class GRPOTrainer:
                 entropy_grad=args.entropy_coef > 0,
             )  # (n, T), (n, T) or None
             loss, figures = self._loss(micro, logp, entropy, counts)
-        finite = bool(torch.isfinite(loss))
-        if finite:
-            with timer("backward"):
-                loss.backward()
         if entropy is not None:
             mask = micro.loss_mask.bool()
             figures.entropy = entropy[mask].mean().item() if mask.any() else 0.0
-        return figures, finite
+        return loss, figures
 
     def _loss(self, micro: TrainBatch, logp: torch.Tensor, entropy: torch.Tensor | None, counts: dict[str, Any]
               ) -> tuple[torch.Tensor, UpdateFigures]:
@@ -319,18 +360,14 @@ class GRPOTrainer:
         return rewards - penalty, {"kl/reward_penalty": penalty.mean().item()}
 
     @torch.no_grad()
-    def _old_and_ref_logps(self, batch: TrainBatch) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-        """Log-probs under the sampling policy (needed when a batch is reused, or for the KL in the reward)
-        and under the reference."""
-        args = self.args
-        reuse = args.num_iterations > 1 or self.geometry.optimizer_steps_per_generation > 1
-        old = self._logps_in_chunks(self.model, batch) if reuse or args.kl_in_reward else None
-        ref = None
-        if self.ref_model is not None:
-            with self.ref_model() as reference:
-                ref = self._logps_in_chunks(reference, batch)
-        return old, ref
+    def _ref_logps(self, batch: TrainBatch) -> torch.Tensor | None:
+        """Log-probs under the reference policy (for the KL term, the KL in the reward, and `kl/mean`)."""
+        if self.ref_model is None:
+            return None
+        with self.ref_model() as reference:
+            return self._logps_in_chunks(reference, batch)
 
+    @torch.no_grad()
     def _logps_in_chunks(self, model, batch: TrainBatch) -> torch.Tensor:
         self.model.eval()
         t = batch.completion_ids.shape[1]
@@ -388,6 +425,7 @@ class GRPOTrainer:
         return {
             "global_step": self.global_step,
             "bad_steps": self.bad_steps,
+            "no_signal_steps": self.no_signal_steps,
             "samples_generated": self.samples_generated,
             "stream": self.stream.state_dict(),
             "estimator": self.estimator.state_dict(),
@@ -400,6 +438,7 @@ class GRPOTrainer:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.global_step, self.bad_steps = int(state["global_step"]), int(state["bad_steps"])
         self.samples_generated = int(state.get("samples_generated", 0))  # checkpoints before max_samples: 0
+        self.no_signal_steps = int(state.get("no_signal_steps", 0))  # checkpoints before the skip: 0
         self.stream.load_state_dict(state["stream"])
         self.estimator.load_state_dict(state["estimator"])
         self.monitor.load_state_dict(state["monitor"])
