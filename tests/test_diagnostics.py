@@ -9,7 +9,13 @@ import pytest
 import torch
 
 from grposcope.core import diagnostics
-from grposcope.core.diagnostics import CollapseMonitor, collapse_metrics, post_collapse_rate, token_entropy
+from grposcope.core.diagnostics import (
+    CollapseMonitor,
+    alarm_window,
+    collapse_metrics,
+    post_collapse_rate,
+    token_entropy,
+)
 
 
 def test_collapse_metrics_hand_computed():
@@ -105,6 +111,7 @@ def test_stagnation_needs_acr_strictly_above_threshold():
 def test_entropy_alarm_needs_more_than_50_steps(caplog):
     mon = CollapseMonitor()
     mixed = torch.tensor([[1.0, 0.0]])
+    mon.update(mixed, entropy=0.6)  # above the floor first: a collapse is a fall
     with caplog.at_level(logging.WARNING, logger="grposcope"):
         flags = [mon.update(mixed, entropy=0.4)["alarm/entropy_collapse"] for _ in range(52)]
     assert flags[:50] == [0.0] * 50 and flags[50:] == [1.0, 1.0]  # fires on the 51st low step
@@ -125,9 +132,38 @@ def test_kl_drift_alarm_over_bound():
 def test_unmeasured_entropy_keeps_the_streak():
     mon = CollapseMonitor(entropy_steps=2)
     mixed = torch.tensor([[1.0, 0.0]])
-    # low, (not measured), low, low: the streak reaches 3 > 2 on the fourth step, not reset by the gap
-    flags = [mon.update(mixed, entropy=e)["alarm/entropy_collapse"] for e in (0.1, None, 0.1, 0.1)]
-    assert flags == [0.0, 0.0, 0.0, 1.0]
+    # high, low, (not measured), low, low: the streak reaches 3 > 2 on the fifth step, not reset by the gap
+    flags = [mon.update(mixed, entropy=e)["alarm/entropy_collapse"] for e in (0.9, 0.1, None, 0.1, 0.1)]
+    assert flags == [0.0, 0.0, 0.0, 0.0, 1.0]
+
+
+def test_entropy_that_starts_below_the_floor_raises_no_alarm_until_it_has_risen_and_fallen():
+    mon = CollapseMonitor(entropy_steps=2)
+    mixed = torch.tensor([[1.0, 0.0]])
+    # 0.2 x 4 (a policy that starts nearly deterministic: no collapse), 0.5 (at the floor), then 0.3 x 3
+    flags = [mon.update(mixed, entropy=e)["alarm/entropy_collapse"] for e in (0.2, 0.2, 0.2, 0.2, 0.5, 0.3, 0.3, 0.3)]
+    assert flags == [0.0] * 7 + [1.0]  # 3 > 2 low steps after the rise
+
+
+def test_no_signal_alarm_counts_steps_whose_advantages_are_all_zero(caplog):
+    mon = CollapseMonitor(no_signal_steps=3)
+    rewards = torch.tensor([[0.0, 0.0], [1.0, 1.0]])  # (B=2, G=2)
+    zero, some = torch.zeros(2, 2), torch.tensor([[0.0, 0.0], [0.5, -0.5]])
+    with caplog.at_level(logging.WARNING, logger="grposcope"):
+        out = [mon.update(rewards, a) for a in (zero, zero, some, zero, zero, zero, zero)]
+    assert [o["collapse/no_signal_streak"] for o in out] == [1, 2, 0, 1, 2, 3, 4]
+    assert [o["collapse/no_signal_steps"] for o in out] == [1, 2, 2, 3, 4, 5, 6]
+    assert [o["alarm/no_signal"] for o in out] == [0, 0, 0, 0, 0, 1, 1]  # the third in a row
+    assert sum("no_signal" in r.getMessage() for r in caplog.records) == 1
+    assert "collapse/no_signal_steps" not in CollapseMonitor().update(rewards)  # no advantages: not measured
+    resumed = CollapseMonitor(no_signal_steps=3)
+    resumed.load_state_dict(mon.state_dict())
+    assert resumed.update(rewards, some)["collapse/no_signal_steps"] == 6
+
+
+def test_alarm_windows_fit_the_run_length():
+    # a tenth of the run, between 5 and the paper's 50 steps: 30 -> 5, 51 -> ceil(5.1) = 6, 200 -> 20
+    assert [alarm_window(n) for n in (None, 10, 30, 51, 200, 500, 5000)] == [50, 5, 5, 6, 20, 50, 50]
 
 
 def test_monitor_state_round_trip_continues_identically():

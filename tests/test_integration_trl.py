@@ -6,6 +6,7 @@ what differs is only what grposcope replaces (advantages, samplers, metrics).
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
@@ -17,6 +18,7 @@ import pytest
 import torch
 
 trl = pytest.importorskip("trl")
+transformers = pytest.importorskip("transformers")
 
 from conftest import make_tiny_llama, make_tiny_tokenizer  # noqa: E402
 
@@ -249,19 +251,28 @@ def test_seed_readme_example_runs_with_the_import_changed(tmp_path):
     assert {"collapse/acr", "avspo/tau", "frac_reward_zero_std", "reward"} <= set(logged)
 
 
-@pytest.mark.skipif(shutil.which("accelerate") is None and not (Path(sys.executable).parent / "accelerate").exists(),
-                    reason="needs accelerate's launcher")
-def test_two_processes_agree_on_advantages_metrics_and_rounds(tmp_path):
-    """Two CPU processes (torchrun through `accelerate launch --multi_gpu`, gloo), a group straddling them,
-    dynamic sampling with refill and AVSPO's state: both processes hold the same batch and metrics, run the
-    same number of rounds, and the run ends (a hang fails the test at the timeout, not CI)."""
+NEEDS_LAUNCHER = pytest.mark.skipif(
+    shutil.which("accelerate") is None and not (Path(sys.executable).parent / "accelerate").exists(),
+    reason="needs accelerate's launcher")
+
+
+def _two_processes(tmp_path, *mode):
+    """tests/trl_two_process.py on two CPU processes (torchrun through `accelerate launch --multi_gpu`, gloo)."""
     launcher = Path(sys.executable).parent / "accelerate"
     command = [str(launcher), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
                "--mixed_precision", "no", "--dynamo_backend", "no",
-               str(Path(__file__).parent / "trl_two_process.py"), str(tmp_path)]
+               str(Path(__file__).parent / "trl_two_process.py"), str(tmp_path), *mode]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).parent)}
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+@NEEDS_LAUNCHER
+def test_two_processes_agree_on_advantages_metrics_and_rounds(tmp_path):
+    """A group straddling the two processes, dynamic sampling with refill and AVSPO's state: both processes
+    hold the same batch and metrics, run the same number of rounds, and the run ends (a hang fails the test
+    at the timeout, not CI)."""
+    _two_processes(tmp_path)
     ranks = [json.loads((tmp_path / f"rank{i}.json").read_text()) for i in range(2)]
     assert ranks[0]["processes"] == 2
     assert ranks[0]["records"] == ranks[1]["records"]
@@ -274,6 +285,20 @@ def test_two_processes_agree_on_advantages_metrics_and_rounds(tmp_path):
     print(json.dumps([{k: r["metrics"][k] for k in ("sampler/gen_batches", "collapse/acr", "avspo/tau")}
                       for r in records]))
 
+
+
+@NEEDS_LAUNCHER
+def test_two_processes_skip_a_step_without_signal_together(tmp_path):
+    """Step 2 has no signal on either process: both skip it, weights and optimizer state unchanged. Step 3 has
+    signal on process 0 only: both take it (the gradients are shared), and the weights stay equal."""
+    _two_processes(tmp_path, "skip")
+    ranks = [json.loads((tmp_path / f"skip{i}.json").read_text()) for i in range(2)]
+    for rank in ranks:
+        assert rank["skipped"] == [0.0, 1.0, 0.0]
+        _, second, third = rank["records"]
+        assert second["weights_unchanged"] and second["optimizer_unchanged"]
+        assert not third["weights_unchanged"] and not third["optimizer_unchanged"]
+    assert [r["checksum"] for r in ranks[0]["records"]] == [r["checksum"] for r in ranks[1]["records"]]
 
 
 @pytest.mark.embedded
@@ -311,3 +336,50 @@ def test_unscored_completions_get_zero_and_are_counted(tmp_path):
     # (0 - 0.75) / (std([0, 1, 1, 1]) + 1e-4) with the unbiased std 0.5: -1.4997; the others 0.25 / 0.5001
     torch.testing.assert_close(output["advantages"].view(2, G)[:, 0], torch.full((2,), -0.75 / 0.5001))
     torch.testing.assert_close(output["advantages"].view(2, G)[:, 1:], torch.full((2, 3), 0.25 / 0.5001))
+
+
+def parity_then_zero(prompts, completions, trainer_state, **kwargs):
+    """Mixed 0/1 rewards on the first step (word-count parity), every completion 0 after it: step 2 has no signal."""
+    if trainer_state.global_step >= 1:
+        return [0.0] * len(completions)
+    return [float(len(c.split()) % 2) for c in completions]
+
+
+class _AfterStepOne(transformers.TrainerCallback):
+    """Keeps the weights and the optimizer state as they are after optimizer step 1."""
+
+    def __init__(self):
+        self.weights = self.optimizer = None
+
+    def on_step_end(self, args, state, control, model=None, optimizer=None, **kwargs):
+        if state.global_step == 1:
+            self.weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            self.optimizer = copy.deepcopy(optimizer.state_dict())
+
+
+def _same_state(a, b):
+    return a["state"].keys() == b["state"].keys() and all(
+        torch.equal(torch.as_tensor(v), torch.as_tensor(b["state"][k][n]))
+        for k in a["state"] for n, v in a["state"][k].items())
+
+
+@pytest.mark.parametrize("skip", [True, False])
+def test_a_step_without_signal_leaves_weights_and_optimizer_unchanged(tmp_path, skip):
+    config = GRPOConfig(**settings(tmp_path, max_steps=2, skip_no_signal_steps=skip))
+    trainer = make(GRPOTrainer, config, parity_then_zero, PROMPTS[:4])
+    after_one = _AfterStepOne()
+    trainer.add_callback(after_one)
+    trainer.train()
+    steps = [h for h in trainer.state.log_history if "loss" in h]
+    assert steps[0]["collapse/acr"] < 1.0 and steps[1]["collapse/acr"] == 1.0
+    now = trainer.model.state_dict()
+    unchanged = all(torch.equal(now[k], after_one.weights[k]) for k in now)
+    same_optimizer = _same_state(trainer.optimizer.state_dict(), after_one.optimizer)
+    if skip:
+        assert unchanged and same_optimizer
+        assert [h["optimizer/skipped_no_signal"] for h in steps] == [0.0, 1.0]
+        assert trainer.skipped_no_signal_steps == 1
+    else:  # stock TRL: AdamW moves every weight along step 1's momentum
+        assert not unchanged and not same_optimizer
+        assert "optimizer/skipped_no_signal" not in steps[1]
+    assert trainer.lr_scheduler.last_epoch == 2  # the schedule follows the step count either way

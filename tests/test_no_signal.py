@@ -148,3 +148,28 @@ def test_adamw_replay_matches_torch_adamw():
             opt.step()
         assert -w.item() / 0.01 == pytest.approx(adamw_replay(empty), rel=1e-9)
     assert [round(adamw_replay(k), 2) for k in (1, 9, 13)] == [1.67, 4.19, 4.77]
+
+
+def _two_process_zero_check(rank, init_file, grads, out):
+    from grposcope.integrations.verl_skip import gradient_is_zero
+
+    torch.distributed.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
+    try:
+        results = []
+        for pair in grads:
+            p = torch.nn.Parameter(torch.zeros(3))
+            p.grad = torch.tensor(pair[rank])
+            results.append(gradient_is_zero([p]))
+        (out / f"rank{rank}.json").write_text(json.dumps(results))
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def test_verl_guard_decides_alike_on_every_process(tmp_path):
+    # the check verl's workers run before an optimizer step: zero on both processes -> skip on both; non-zero
+    # on one process only (its gradient shard) -> step on both
+    grads = [([0.0, 0.0, 0.0], [0.0, 0.0, 0.0]), ([0.0, 1e-30, 0.0], [0.0, 0.0, 0.0]),
+             ([0.0, 0.0, 0.0], [2.0, 0.0, 0.0])]
+    torch.multiprocessing.spawn(_two_process_zero_check, args=(str(tmp_path / "init"), grads, tmp_path), nprocs=2)
+    for rank in range(2):
+        assert json.loads((tmp_path / f"rank{rank}.json").read_text()) == [True, False, False]

@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from grposcope.cli import app
-from grposcope.reports.figures import run_figures
+from grposcope.reports.figures import no_signal_spans, run_figures
 from grposcope.reports.runs import load_run
 
 FIXTURES = Path(__file__).parent / "fixtures" / "runs"
@@ -124,6 +124,22 @@ def test_alarms_are_listed_with_their_first_step(tmp_path):
     result = CliRunner().invoke(app, ["report", str(tmp_path / "a"), "--out", str(tmp_path / "r")])
     assert result.exit_code == 0, result.output
     assert "| stagnation 3 |" in (tmp_path / "r" / "report.md").read_text()
+
+
+def test_no_signal_streaks_are_found_and_drawn(tmp_path):
+    folder = tmp_path / "streaks"
+    folder.mkdir()
+    # acr_post at steps 1-4, 6-9: streaks 1-2 and 4-8; a step not logged (5) does not break a streak of logged
+    # ones (a TRL log holds every logging_steps-th step, each averaged over the steps since the last)
+    posts = {1: 1.0, 2: 1.0, 3: 0.5, 4: 1.0, 6: 1.0, 7: 1.0, 8: 1.0, 9: 0.0}
+    lines = [json.dumps({"step": s, "time": 1000.0 + s, "collapse/acr": 1.0, "collapse/acr_post": v})
+             for s, v in posts.items()]
+    (folder / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    assert no_signal_spans(load_run(folder)) == [(1, 2), (4, 5)]
+    out = tmp_path / "r"
+    result = CliRunner().invoke(app, ["report", str(folder), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert (out / "acr.png").is_file()
 
 
 def test_regress_fits_final_accuracy_on_acr_100(tmp_path):

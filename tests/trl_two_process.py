@@ -1,11 +1,16 @@
 """The TRL integration on two processes, for tests/test_integration_trl.py:
 
-    accelerate launch --cpu --num_processes 2 tests/trl_two_process.py OUTPUT_DIR
+    accelerate launch --cpu --num_processes 2 tests/trl_two_process.py OUTPUT_DIR [skip]
 
 Three groups of 4 a generation over two processes of 6 rows: the middle group straddles them (rows 4-7).
 Two prompts in three get the same reward on every completion, so dynamic sampling refills most steps. Each
 process writes OUTPUT_DIR/rank<i>.json: per generation, the whole batch's advantages (gathered), its reward
 per row, and the grposcope metrics it logged; the test compares the two.
+
+With `skip`: one group per process and step, GRPO, three steps: signal everywhere, then none anywhere (the
+optimizer step is skipped on both processes), then signal on process 0 only (the step is taken on both). Each
+process records, per step, whether it skipped, whether its weights and optimizer state equal the previous step's,
+and a checksum of its weights.
 """
 
 from __future__ import annotations
@@ -13,8 +18,10 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch
+import transformers
 
 sys.path.insert(0, str(Path(__file__).parent))
 from conftest import make_tiny_llama, make_tiny_tokenizer  # noqa: E402
@@ -46,6 +53,49 @@ class Recording(GRPOTrainer):
         return output
 
 
+def staged(prompts, completions, trainer_state, **kwargs):
+    """Step 1: the parity of each completion's word count everywhere; step 2: 0 everywhere; step 3: parity on
+    process 0, 0 on process 1 (each process scores its own rows)."""
+    step, rank = trainer_state.global_step, torch.distributed.get_rank()
+    if step == 1 or (step == 2 and rank == 1):
+        return [0.0] * len(completions)
+    return [float(len(c.split()) % 2) for c in completions]
+
+
+class StepRecorder(transformers.TrainerCallback):
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+        self.weights = self.optimizer = None
+
+    def on_step_end(self, args, state, control, model=None, optimizer=None, **kwargs):
+        weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        moments = {(k, n): torch.as_tensor(v).clone() for k, s in optimizer.state_dict()["state"].items()
+                   for n, v in s.items()}
+        record = {"step": state.global_step, "checksum": sum(float(w.double().sum()) for w in weights.values())}
+        if self.weights is not None:
+            record["weights_unchanged"] = all(torch.equal(weights[k], self.weights[k]) for k in weights)
+            record["optimizer_unchanged"] = moments.keys() == self.optimizer.keys() and all(
+                torch.equal(moments[k], self.optimizer[k]) for k in moments)
+        self.weights, self.optimizer = weights, moments
+        self.records.append(record)
+
+
+def skip_run(out: Path) -> None:
+    config = GRPOConfig(
+        output_dir=str(out / "run"), per_device_train_batch_size=4, num_generations=4, max_completion_length=6,
+        max_steps=3, logging_steps=1, save_strategy="no", report_to="none", use_cpu=True, bf16=False,
+        learning_rate=1e-3, seed=5, disable_tqdm=True,
+    )
+    trainer = GRPOTrainer(model=make_tiny_llama(), reward_funcs=staged, args=config, train_dataset=PROMPTS,
+                          processing_class=make_tiny_tokenizer())
+    recorder = StepRecorder()
+    trainer.add_callback(recorder)
+    trainer.train()
+    skipped = [h["optimizer/skipped_no_signal"] for h in trainer.state.log_history if "loss" in h]
+    rank = trainer.accelerator.process_index
+    (out / f"skip{rank}.json").write_text(json.dumps({"records": recorder.records, "skipped": skipped}))
+
+
 def main(out: Path) -> None:
     torch.set_num_threads(1)
     config = GRPOConfig(
@@ -62,4 +112,4 @@ def main(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    (skip_run if sys.argv[2:] == ["skip"] else main)(Path(sys.argv[1]))

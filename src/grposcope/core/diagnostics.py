@@ -10,6 +10,7 @@ Notation: B prompts, G completions per prompt, N = B * G sequences, T completion
 from __future__ import annotations
 
 import logging
+import math
 import statistics
 from collections import deque
 from typing import Any
@@ -73,6 +74,15 @@ def token_entropy(logits: torch.Tensor, chunk_rows: int = DEFAULT_CHUNK_ROWS) ->
     return map_rows(logits, entropy_rows, chunk_rows)
 
 
+def alarm_window(run_steps: int | None, longest: int = 50, shortest: int = 5, share: float = 0.1) -> int:
+    """Consecutive steps an alarm waits for, fitted to the run's length: a tenth of the run, at least
+    `shortest` and at most `longest` (the paper's 50 steps, which a run of fewer than 50 steps never reaches).
+    30 steps -> 5, 200 -> 20, 500 or more -> 50; None (length unknown) -> `longest`."""
+    if run_steps is None or run_steps <= 0:
+        return longest
+    return max(shortest, min(longest, math.ceil(round(run_steps * share, 9))))  # round: 30 * 0.1 = 3.0000000004
+
+
 class _Streak:
     """Counts consecutive steps on which a condition held."""
 
@@ -92,8 +102,13 @@ class CollapseMonitor:
       - `alarm/stagnation`: ACR > `stagnation_acr` (0.35) for `stagnation_steps` (50) consecutive steps
         (the paper's Corollary 3.3).
       - `alarm/entropy_collapse`: mean token entropy < `entropy_floor` (0.5 nats) for more than
-        `entropy_steps` (50) consecutive steps.
+        `entropy_steps` (50) consecutive steps, once the entropy has been at or above the floor: a collapse is
+        a fall, and a policy that starts below the floor on a task (the quickstart's starts at 0.1-0.4 nats)
+        would otherwise raise it in every run.
       - `alarm/kl_drift`: mean per-token KL to the reference policy above `kl_bound`.
+      - `alarm/no_signal`: `no_signal_steps` (5) steps in a row whose advantages were all zero (acr_post 1):
+        nothing was learned on them, and without `skip_no_signal_steps` AdamW moved the weights anyway.
+    The trainers fit the two 50-step windows to the run's length (`alarm_window`).
     Everything it knows survives `state_dict()` / `load_state_dict()`, so a resumed run continues its ACR
     history, streaks and alarms where they were.
     """
@@ -109,13 +124,13 @@ class CollapseMonitor:
         entropy_floor: float = 0.5,
         entropy_steps: int = 50,
         kl_bound: float = 0.5,
+        no_signal_steps: int = 5,
     ) -> None:
         if not 0.0 <= ema_lambda < 1.0:
             raise ValueError(f"ema_lambda must be in [0, 1), got {ema_lambda}")
-        if min(early_steps, volatility_window, stagnation_steps) < 1 or entropy_steps < 0:
-            raise ValueError(
-                "early_steps, volatility_window and stagnation_steps must be >= 1 and entropy_steps >= 0"
-            )
+        if min(early_steps, volatility_window, stagnation_steps, no_signal_steps) < 1 or entropy_steps < 0:
+            raise ValueError("early_steps, volatility_window, stagnation_steps and no_signal_steps must be >= 1 "
+                             "and entropy_steps >= 0")
         self.success_threshold = success_threshold
         self.ema_lambda = ema_lambda
         self.early_steps = early_steps
@@ -125,6 +140,7 @@ class CollapseMonitor:
         self.entropy_floor = entropy_floor
         self.entropy_steps = entropy_steps
         self.kl_bound = kl_bound
+        self.no_signal_steps = no_signal_steps
         self.step = 0
         self.acr_ema: float | None = None
         self.collapsed_seen = 0
@@ -132,8 +148,10 @@ class CollapseMonitor:
         self.early_acr_sum = 0.0
         self.early_count = 0
         self.window: deque[float] = deque(maxlen=volatility_window)
-        self.streaks = {"stagnation": _Streak(), "entropy_collapse": _Streak()}
-        self.active = {"stagnation": False, "entropy_collapse": False, "kl_drift": False}
+        self.streaks = {"stagnation": _Streak(), "entropy_collapse": _Streak(), "no_signal": _Streak()}
+        self.active = {"stagnation": False, "entropy_collapse": False, "kl_drift": False, "no_signal": False}
+        self.no_signal_seen = 0  # steps whose advantages were all zero, since the run began
+        self.entropy_was_above = False  # the entropy has been at or above entropy_floor (it can collapse)
         self.fired: list[tuple[int, str]] = []  # (step, alarm) at every onset
 
     def update(
@@ -169,19 +187,28 @@ class CollapseMonitor:
                 "collapse/volatility": _population_std(self.window),
             }
         )
+        no_signal = None
         if advantages is not None:
             metrics["collapse/acr_post"] = post_collapse_rate(advantages.reshape(-1, rewards.shape[1]))
-        metrics.update(self._alarms(acr, entropy, kl))
+            no_signal = metrics["collapse/acr_post"] == 1.0
+            self.no_signal_seen += no_signal
+            metrics["collapse/no_signal_steps"] = float(self.no_signal_seen)
+        metrics.update(self._alarms(acr, entropy, kl, no_signal))
+        metrics["collapse/no_signal_streak"] = float(self.streaks["no_signal"].length)
         return metrics
 
-    def _alarms(self, acr: float, entropy: float | None, kl: float | None) -> dict[str, float]:
+    def _alarms(self, acr: float, entropy: float | None, kl: float | None, no_signal: bool | None
+                ) -> dict[str, float]:
         now = dict(self.active)  # an unmeasured signal keeps its alarm as it was
         now["stagnation"] = self.streaks["stagnation"].update(acr > self.stagnation_acr) >= self.stagnation_steps
         if entropy is not None:
-            low = self.streaks["entropy_collapse"].update(entropy < self.entropy_floor)
+            self.entropy_was_above = self.entropy_was_above or entropy >= self.entropy_floor
+            low = self.streaks["entropy_collapse"].update(self.entropy_was_above and entropy < self.entropy_floor)
             now["entropy_collapse"] = low > self.entropy_steps
         if kl is not None:
             now["kl_drift"] = kl > self.kl_bound
+        if no_signal is not None:
+            now["no_signal"] = self.streaks["no_signal"].update(no_signal) >= self.no_signal_steps
         for name, on in now.items():
             if on and not self.active[name]:
                 self.fired.append((self.step, name))
@@ -201,6 +228,8 @@ class CollapseMonitor:
             "streaks": {name: s.length for name, s in self.streaks.items()},
             "active": dict(self.active),
             "fired": [list(f) for f in self.fired],
+            "no_signal_seen": self.no_signal_seen,
+            "entropy_was_above": self.entropy_was_above,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -213,8 +242,10 @@ class CollapseMonitor:
         self.window = deque(state["window"], maxlen=self.volatility_window)
         for name, length in state["streaks"].items():
             self.streaks[name].length = int(length)
-        self.active = {name: bool(on) for name, on in state["active"].items()}
+        self.active.update({name: bool(on) for name, on in state["active"].items()})  # older: no no_signal
         self.fired = [(int(step), str(name)) for step, name in state["fired"]]
+        self.no_signal_seen = int(state.get("no_signal_seen", 0))
+        self.entropy_was_above = bool(state.get("entropy_was_above", True))  # older checkpoints: as before
 
 
 _ALARM_ADVICE = {
@@ -223,6 +254,10 @@ _ALARM_ADVICE = {
     "entropy_collapse": "The policy has become nearly deterministic: consider a higher temperature, "
     "clip-higher (epsilon_high=0.28) or an entropy bonus.",
     "kl_drift": "The policy has moved far from the reference: consider a larger beta or a lower learning rate.",
+    "no_signal": "Several steps in a row had no gradient (every group's rewards were equal), so nothing was "
+    "learned from them; with skip_no_signal_steps=False AdamW kept moving the weights anyway. Try "
+    "use_avspo=True, sampler='dynamic' or 'reinforce_ada', a larger num_generations, or prompts nearer the "
+    "model's level.",
 }
 
 

@@ -10,7 +10,9 @@ What the subclass changes in TRL's `GRPOTrainer` (docs/integrations.md):
 - the advantages come from the chosen grposcope estimator on the gathered (B, G) rewards, computed the same on
   every process (AVSPO's state stays in sync) and saved in TRL's checkpoints;
 - the ACR family, the alarms, and the estimator's and sampler's metrics join TRL's own (`self._metrics`), so
-  they reach W&B, TensorBoard and `trainer.state.log_history` with TRL's `reward` and `kl`.
+  they reach W&B, TensorBoard and `trainer.state.log_history` with TRL's `reward` and `kl`;
+- an optimizer step whose micro-batches carry no signal on any process (every advantage 0, beta 0, no entropy
+  bonus or router loss) is not taken (`skip_no_signal_steps`, on by default): AdamW would replay its momentum.
 Everything else (generation, reward calls, the loss, `frac_reward_zero_std`) is TRL's.
 
 TRL has no advantage hook in the tested versions, so this overrides private methods; the import refuses a TRL
@@ -19,9 +21,11 @@ outside the tested range (GRPOSCOPE_ALLOW_UNTESTED_TRL=1 lets it try) and checks
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import os
 import statistics
+import warnings
 from typing import Any
 
 from packaging.specifiers import SpecifierSet
@@ -53,7 +57,8 @@ import torch  # noqa: E402
 import trl  # noqa: E402
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR  # noqa: E402
 
-from ..core.diagnostics import CollapseMonitor, collapse_metrics  # noqa: E402
+from ..core.diagnostics import CollapseMonitor, alarm_window, collapse_metrics  # noqa: E402
+from ..core.losses import carries_signal  # noqa: E402
 from ..rewards.scorer import combine, none_frac  # noqa: E402
 from ..sampling.base import ScoredDraw  # noqa: E402
 from ..sampling.stream import PromptStream  # noqa: E402
@@ -101,7 +106,9 @@ class GRPOTrainer(trl.GRPOTrainer):
                                   f"'trl{TRL_TESTED}'")
         self.estimator = build(args, "advantage_estimator")
         self.sampler = build(args, "sampler")
-        self.monitor = CollapseMonitor(args.success_threshold, ema_lambda=args.acr_ema_lambda, kl_bound=args.kl_bound)
+        window = alarm_window(args.max_steps)  # TRL's max_steps; -1 (epochs): the paper's 50 steps
+        self.monitor = CollapseMonitor(args.success_threshold, ema_lambda=args.acr_ema_lambda, kl_bound=args.kl_bound,
+                                       stagnation_steps=window, entropy_steps=window)
         self.refill = None
         if args.sampler != "fixed":
             if not hasattr(train_dataset, "__getitem__") or not hasattr(train_dataset, "__len__"):
@@ -111,6 +118,12 @@ class GRPOTrainer(trl.GRPOTrainer):
             self.refill = PromptStream(range(len(train_dataset)), seed=args.seed + 1)
         self._recent: dict[str, float] = {}  # TRL's entropy and kl of the last logged steps, for the alarms
         self._rewards_per_func: torch.Tensor | None = None
+        self._signal = False  # whether a micro-batch since the last optimizer step carried signal (this process)
+        self.skipped_no_signal_steps = 0
+        if args.skip_no_signal_steps and self.is_deepspeed_enabled:
+            warnings.warn("skip_no_signal_steps has no effect under DeepSpeed, whose engine steps the optimizer "
+                          "inside the backward pass: every step updates, as in stock TRL", RuntimeWarning,
+                          stacklevel=2)
 
     # --- one training generation ---------------------------------------------------------------------------
 
@@ -209,6 +222,46 @@ class GRPOTrainer(trl.GRPOTrainer):
             log.pop()
         log.extend(values[drawn - k:].tolist())
 
+    # --- no optimizer step without signal (docs/algorithms.md, "A step with no signal") -------------------
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        if model.training:
+            self._signal = self._signal or self._carries_signal(inputs)
+        return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+
+    def _carries_signal(self, inputs: dict[str, Any]) -> bool:
+        """Whether TRL's loss on this micro-batch can have a gradient: a KL term, an entropy bonus or a router
+        loss always has one, the policy loss only through a non-zero advantage on a completion token."""
+        if self.beta != 0.0 or getattr(self, "_entropy_bonus_enabled", False) or getattr(self, "aux_loss_enabled",
+                                                                                         False):
+            return True
+        advantages, mask = inputs["advantages"], inputs["completion_mask"]  # (n,) or (n, T); (n, T)
+        if advantages.dim() == 2:  # per-token advantages (TRL accepts them from subclasses)
+            return bool(((advantages != 0) & mask.bool()).any())
+        return carries_signal(advantages, mask)
+
+    def create_optimizer(self, model=None):
+        optimizer = super().create_optimizer(model)
+        if self.args.skip_no_signal_steps and not self.is_deepspeed_enabled and not hasattr(optimizer, "_grposcope"):
+            optimizer.step = functools.partial(self._step_with_signal, optimizer.step)
+            optimizer._grposcope = True  # once, also if TRL asks for the optimizer again
+        return optimizer
+
+    def _step_with_signal(self, step, *args: Any, **kwargs: Any) -> Any:
+        """The optimizer's step, taken only when some process's micro-batches carried signal since the last
+        one (decided alike on every process, so that sharded and replicated optimizers stay in step). The
+        learning-rate schedule goes on either way: transformers steps it after this call."""
+        signal = torch.tensor([float(self._signal)], device=self.accelerator.device)
+        self._signal = False
+        if self.accelerator.num_processes > 1:
+            signal = self.accelerator.gather(signal)  # (processes,)
+        skipped = not bool(signal.any())
+        self._metrics["train"]["optimizer/skipped_no_signal"].append(float(skipped))
+        if skipped:
+            self.skipped_no_signal_steps += 1
+            return None
+        return step(*args, **kwargs)
+
     # --- logging and checkpoints ---------------------------------------------------------------------------
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
@@ -226,6 +279,7 @@ class GRPOTrainer(trl.GRPOTrainer):
             "monitor": self.monitor.state_dict(),
             "refill": self.refill.state_dict() if self.refill is not None else None,
             "recent": dict(self._recent),
+            "skipped_no_signal_steps": self.skipped_no_signal_steps,
         }
 
     def load_grposcope_state(self, state: dict[str, Any]) -> None:
@@ -235,6 +289,7 @@ class GRPOTrainer(trl.GRPOTrainer):
         if self.refill is not None and state["refill"] is not None:
             self.refill.load_state_dict(state["refill"])
         self._recent = dict(state["recent"])
+        self.skipped_no_signal_steps = int(state.get("skipped_no_signal_steps", 0))
 
     def _save_checkpoint(self, model, trial):
         super()._save_checkpoint(model, trial)

@@ -22,7 +22,8 @@ from ..trainer import config as own_config
 from ..trainer.config_doc import field_docs
 from ..trainer.options import FAMILIES, declared, unread_component_option, with_component_options
 
-RUN_WIDE = ("advantage_estimator", "use_avspo", "sampler", "success_threshold", "acr_ema_lambda", "kl_bound")
+RUN_WIDE = ("advantage_estimator", "use_avspo", "sampler", "success_threshold", "acr_ema_lambda", "kl_bound",
+            "skip_no_signal_steps")
 FAMILIES_IN_TRL = ("advantage_estimator", "sampler")
 SHARED_WITH_TRL = ("scale_rewards",)  # TRL's field, grpo's option: "group", "batch" or "none"
 # Samplers whose every draw is num_generations completions of each prompt: what TRL's generation (vLLM server

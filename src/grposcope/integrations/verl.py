@@ -21,6 +21,9 @@ A verl estimator can return no metrics: each call's (`collapse/*` of the groups 
 `latest_metrics()`, in the TaskRunner; the ACR family reaches verl's logged metrics through the replay buffer of
 grposcope.integrations.verl_metrics. Row grouping, padding rows, uneven groups: grposcope.integrations.verl_groups.
 
+With GRPOSCOPE_SKIP_NO_SIGNAL_STEPS=1 in the workers' environment, the FSDP actor takes no optimizer step when
+every gradient is exactly 0 (grposcope.integrations.verl_skip; opt-in in verl).
+
 Limits: AVSPO takes one state update per call, and verl's v1 trainer calls compute_advantage once per
 `parameter_sync_step` iteration (1 by default), not once per global step. The legacy trainer
 (`trainer.use_v1=False`) calls no checkpoint callback: there AVSPO restarts from its initial state on resume.
@@ -38,6 +41,7 @@ from typing import Any, Callable
 import torch
 
 from ..core.advantages import ESTIMATORS, AdvantageEstimator
+from . import verl_skip
 from .verl_groups import group_rows, run_estimator
 
 TESTED_VERL = "0.9.1"
@@ -228,6 +232,8 @@ def reset() -> None:
 
 
 register()
+if verl_skip.enabled():  # GRPOSCOPE_SKIP_NO_SIGNAL_STEPS=1: no optimizer step without signal (opt-in)
+    verl_skip.install()
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from .runs import ACR_100_STEPS, Run
 
-ALARMS = ("alarm/stagnation", "alarm/entropy_collapse", "alarm/kl_drift")
+ALARMS = ("alarm/stagnation", "alarm/entropy_collapse", "alarm/kl_drift", "alarm/no_signal")
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,21 @@ def run_figures(run: Run) -> RunFigures:
         tokens_generated=_sum(run.values("sampler/tokens_generated")),
         wall_time_s=run.wall_time_s,
     )
+
+
+def no_signal_spans(run: Run) -> list[tuple[int, int]]:
+    """(first step, number of steps) of each streak of logged steps with no signal: `collapse/acr_post` 1, no
+    group reached the loss with an advantage (in a TRL log averaged over its logging steps: 1 when all were)."""
+    spans: list[tuple[int, int]] = []
+    previous = None
+    for step, value in zip(*run.points("collapse/acr_post")):
+        if value >= 1.0:
+            if spans and previous is not None and spans[-1][0] + spans[-1][1] - 1 == previous:
+                spans[-1] = (spans[-1][0], spans[-1][1] + step - previous)
+            else:
+                spans.append((step, 1))
+        previous = step
+    return spans
 
 
 def acr_100(run: Run) -> float | None:

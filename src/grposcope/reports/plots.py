@@ -4,7 +4,8 @@ Every time plot shares the x range (step 0 to the longest run's last step) and t
 up when stacked in report.html. Per-step figures of small batches are noisy (a step of 2 groups has an ACR of 0,
 0.5 or 1), so each series is drawn faintly as logged and solidly as a trailing mean over `window` steps.
 Alarms are marked on every time plot at the step they first fired: a dotted line in the run's colour and a
-marker at the top whose shape names the alarm.
+marker at the top whose shape names the alarm. Streaks of no-signal steps (acr_post 1: nothing reached the
+gradient) are a band along the bottom of the ACR, entropy, KL and reward plots, one band per run, in its colour.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from .figures import ALARMS, alarms
+from .figures import ALARMS, alarms, no_signal_spans
 from .regression import Fit
 from .runs import Run
 
@@ -22,7 +23,8 @@ WIDTH, HEIGHT, DPI = 10.0, 3.6, 110
 # line up in report.html whatever the legends hold. The legend lives in the right margin.
 LEFT, RIGHT, TOP_IN, BOTTOM_IN = 0.08, 0.72, 0.5, 0.55
 LEGEND_CHARS = 38  # longer run names are shortened in legends (the table has them whole)
-ALARM_MARKERS = {"stagnation": "v", "entropy_collapse": "X", "kl_drift": "D"}
+ALARM_MARKERS = {"stagnation": "v", "entropy_collapse": "X", "kl_drift": "D", "no_signal": "s"}
+BAND = 0.025  # height of a run's no-signal band, as a fraction of the axes
 
 
 def pyplot(needed_by: str = "grposcope report") -> Any:
@@ -95,6 +97,26 @@ class Canvas:
         return [self.plt.Line2D([], [], color="black", marker=ALARM_MARKERS[k], linestyle=":",
                                 label=f"alarm: {k.replace('_', ' ')} (first step)") for k in sorted(kinds)]
 
+    def mark_no_signal(self, ax: Any) -> list[Any]:
+        """A band along the bottom, in each run's colour (one row per run), over its no-signal streaks; a
+        legend handle when any was drawn."""
+        drawn = False
+        for row, run in enumerate(self.runs):
+            spans = no_signal_spans(run)
+            if spans:  # each step covers [step - 0.5, step + 0.5]
+                ax.broken_barh([(start - 0.5, length) for start, length in spans], (row * BAND, BAND),
+                               transform=ax.get_xaxis_transform(), color=self.color(run), alpha=0.7, linewidth=0)
+                drawn = True
+        if not drawn:
+            return []
+        from matplotlib.patches import Patch
+
+        return [Patch(color="gray", alpha=0.7, label="no-signal steps (acr_post 1)")]
+
+    def marks(self, ax: Any) -> list[Any]:
+        """Alarms and no-signal streaks on a time plot; their legend handles."""
+        return self.mark_alarms(ax) + self.mark_no_signal(ax)
+
     def legend(self, ax: Any, extra: list[Any] | None = None) -> None:
         handles, labels = ax.get_legend_handles_labels()  # lines labelled "" or "_..." are left out
         handles += extra or []
@@ -149,7 +171,7 @@ def plot_acr(canvas: Canvas) -> None:
     canvas.step_axis(ax)
     styles = [canvas.plt.Line2D([], [], color="black", label="ACR: collapsed as drawn"),
               canvas.plt.Line2D([], [], color="black", linestyle="--", label="acr_post: no gradient left")]
-    canvas.legend(ax, styles + canvas.mark_alarms(ax))
+    canvas.legend(ax, styles + canvas.marks(ax))
     canvas.save(fig, "acr.png", "ACR (solid) and acr_post (dashed) per run")
 
 
@@ -195,7 +217,7 @@ def plot_metric(canvas: Canvas, name: str, file: str, ylabel: str, title: str,
     ax.set_ylabel(ylabel)
     ax.set_title(f"{title}: {name} ({canvas.smoothing_note()})", fontsize=9)
     canvas.step_axis(ax)
-    canvas.legend(ax, canvas.mark_alarms(ax))
+    canvas.legend(ax, canvas.marks(ax))
     canvas.save(fig, file, f"{title}: {name} per run")
 
 

@@ -167,10 +167,11 @@ class GRPOConfig:
     skip_no_signal_steps: bool = True
     """A step whose loss has no gradient (every advantage of every row with a real token exactly 0, no KL term
     (beta 0) and no entropy bonus) takes no optimizer step: the weights, AdamW's moments and its step count
-    stay as they were, and the backward pass is not run. Without this AdamW still moves the weights on such a
-    step, replaying its last real update (1.67x the first step's move after one empty step, 4.19x after nine;
-    docs/algorithms.md, "A step with no signal"). Logged as `optimizer/skipped_no_signal`. False: every step
-    updates, as stock TRL and verl do (for comparisons with them)."""
+    stay as they were, and the learning-rate schedule goes on with the run's step count. Without this, AdamW
+    still moves the weights on such a step, replaying its last real update (1.67x the first step's move after
+    one empty step, 4.19x after nine; docs/algorithms.md, "A step with no signal"). grposcope's own trainer
+    also skips the backward pass of micro-batches without signal; TRL's runs it. Logged as
+    `optimizer/skipped_no_signal`. False: every step updates, as stock TRL and verl do (for comparisons)."""
     lr_scheduler_type: str = "linear"
     """"linear" decay to 0, "cosine", or "constant"."""
     warmup_ratio: float = 0.0

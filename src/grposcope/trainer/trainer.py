@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from ..core import losses
-from ..core.diagnostics import CollapseMonitor
+from ..core.diagnostics import CollapseMonitor, alarm_window
 from ..errors import InputTypeError, NonFiniteError
 from ..files import check_writable
 from ..logging.backends import METRICS_FILE
@@ -66,9 +66,11 @@ class GRPOTrainer:
         self.scorer, self.estimator, self.backend = run.scorer, run.estimator, run.backend
         self.sampler, self.policy_loss = run.sampler, run.policy_loss
         self.optimizer, self.scheduler, self.logger_factory = run.optimizer, run.scheduler, run.logger_factory
-        self.monitor = CollapseMonitor(success_threshold=self.args.success_threshold,
-                                       ema_lambda=self.args.acr_ema_lambda, kl_bound=self.args.kl_bound)
         self.max_steps = total_steps(self.args, self.geometry, len(run.train_examples))
+        window = alarm_window(self.max_steps)  # the 50-step alarms fitted to the run's length
+        self.monitor = CollapseMonitor(success_threshold=self.args.success_threshold,
+                                       ema_lambda=self.args.acr_ema_lambda, kl_bound=self.args.kl_bound,
+                                       stagnation_steps=window, entropy_steps=window)
         self.global_step = 0
         self.timer = PhaseTimer()
         self.bad_steps = 0  # updates skipped for a non-finite loss or gradient
