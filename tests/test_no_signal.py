@@ -98,6 +98,34 @@ def test_a_collapsed_step_after_a_real_one_leaves_weights_and_adamw_bit_identica
     assert trainer.scheduler.last_epoch == 2 and trainer.scheduler.get_last_lr()[0] == 0.0
 
 
+def signal_on_the_first_step(prompts, completions, trainer_state, **columns):
+    """The completion's length / 50 on step 1, 0 on every later step (by the run's step count, so that a
+    resumed run scores as the uninterrupted one)."""
+    if trainer_state.global_step >= 1:
+        return [0.0] * len(completions)
+    return [len(c[0]["content"]) / 50 for c in completions]
+
+
+def test_a_run_resumed_inside_a_streak_skips_what_the_uninterrupted_run_skips(tmp_path, tiny_llama, tiny_tokenizer):
+    def run(folder, max_steps, resume=None):
+        args = config(folder, max_steps=max_steps, save_steps=2, lr_scheduler_type="constant",
+                      resume_from_checkpoint=resume)
+        trainer = GRPOTrainer(model=copy.deepcopy(tiny_llama), processing_class=tiny_tokenizer,
+                              reward_funcs=signal_on_the_first_step, train_dataset=DATA, args=args)
+        return trainer, trainer.train()
+
+    straight, summary = run(tmp_path / "straight", 4)  # step 1 real, steps 2-4 without signal
+    assert summary["optimizer/skipped_no_signal_steps"] == 3
+    run(tmp_path / "killed", 2)  # stops after checkpoint-2, inside the streak
+    resumed, summary = run(tmp_path / "killed", 4, resume=True)
+    assert summary["optimizer/skipped_no_signal_steps"] == 3  # step 2 before the checkpoint, 3 and 4 after it
+    assert [line["optimizer/skipped_no_signal"] for line in lines(tmp_path / "killed")] == [0.0, 1.0, 1.0, 1.0]
+    a, b = straight.model.state_dict(), resumed.model.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert same_optimizer_state(straight.optimizer.state_dict(), resumed.optimizer.state_dict())
+    assert lines(tmp_path / "killed")[-1]["collapse/no_signal_streak"] == 3.0  # the alarm's streak resumed too
+
+
 def test_a_micro_batch_without_signal_skips_its_backward_and_changes_nothing(tmp_path, tiny_llama, tiny_tokenizer):
     # one step of two groups in two micro-batches, only the first with signal: the skipped backward of the
     # second (its gradient would be exactly 0) leaves the update bit-identical to the stock one

@@ -21,10 +21,10 @@ outside the tested range (GRPOSCOPE_ALLOW_UNTESTED_TRL=1 lets it try) and checks
 
 from __future__ import annotations
 
-import functools
 import importlib.metadata
 import os
 import statistics
+import types
 import warnings
 from typing import Any
 
@@ -243,7 +243,13 @@ class GRPOTrainer(trl.GRPOTrainer):
     def create_optimizer(self, model=None):
         optimizer = super().create_optimizer(model)
         if self.args.skip_no_signal_steps and not self.is_deepspeed_enabled and not hasattr(optimizer, "_grposcope"):
-            optimizer.step = functools.partial(self._step_with_signal, optimizer.step)
+            step, trainer = optimizer.step, self
+
+            def step_with_signal(_optimizer: Any, *args: Any, **kwargs: Any) -> Any:
+                return trainer._step_with_signal(step, *args, **kwargs)
+
+            # a bound method, as torch's LR schedulers expect when they wrap `step` in turn
+            optimizer.step = types.MethodType(step_with_signal, optimizer)
             optimizer._grposcope = True  # once, also if TRL asks for the optimizer again
         return optimizer
 
