@@ -14,6 +14,11 @@ greedy evaluation draws no random numbers, so the training steps are those of th
 
     .venv/bin/python experiments/no_signal_seeds.py run --root /work/runs/nosignal --seeds 5 6 7 8 9 10 11 12 13 14
     .venv/bin/python experiments/no_signal_seeds.py report --root /work/runs/nosignal
+    .venv/bin/python experiments/no_signal_seeds.py archive --root /work/runs/nosignal \
+        --out experiments/results/no_signal
+
+`archive` keeps, gzipped, what the table reads of each run (summary.json, metrics.jsonl) and its console log;
+`report --root` reads an archive too.
 
 Runs whose summary.json exists are skipped, so an interrupted sweep continues; each run's model folder is
 deleted afterwards (metrics.jsonl, completions.jsonl and summary.json stay). Two runs at a time, one torch
@@ -23,6 +28,7 @@ thread each.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 import shutil
@@ -64,12 +70,22 @@ def run(args: argparse.Namespace) -> None:
             print(line, flush=True)
 
 
+def _read(folder: Path, name: str) -> str | None:
+    """A run file's text, from the run folder or its gzipped copy in an archive."""
+    if (folder / name).is_file():
+        return (folder / name).read_text()
+    if (folder / f"{name}.gz").is_file():
+        return gzip.decompress((folder / f"{name}.gz").read_bytes()).decode()
+    return None
+
+
 def figures(folder: Path) -> dict[str, float] | None:
     """One finished run's figures, from its summary.json and metrics.jsonl."""
-    if not (folder / "summary.json").is_file():
+    summary_text = _read(folder, "summary.json")
+    if summary_text is None:
         return None
-    summary = json.loads((folder / "summary.json").read_text())
-    steps = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    summary = json.loads(summary_text)
+    steps = [json.loads(line) for line in _read(folder, "metrics.jsonl").splitlines() if line.strip()]
     steps = [s for s in steps if "reward/mean" in s]
     skipped = [s.get("optimizer/skipped_no_signal", 0.0) for s in steps]
     no_signal = [s["collapse/acr_post"] == 1.0 for s in steps]
@@ -83,6 +99,11 @@ def figures(folder: Path) -> dict[str, float] | None:
         "entropy_last": steps[-1].get("entropy/mean", float("nan")),
         "step_s": statistics.median(s["perf/step_s"] for s in steps),
     }
+    # the update's time (log-probs, backward, optimizer) on steps with and without signal
+    update = [sum(s.get(f"perf/{p}_s", 0.0) for p in ("logprobs", "backward", "optimizer")) for s in steps]
+    for kind, keep in (("no_signal", True), ("signal", False)):
+        chosen = [u for u, empty in zip(update, no_signal) if empty == keep]
+        out[f"update_s_{kind}"] = statistics.median(chosen) if chosen else float("nan")
     for level in LEVELS:
         for when in ("before", "after"):
             key = f"eval/accuracy/{level} {when}"
@@ -133,6 +154,12 @@ def report(args: argparse.Namespace) -> None:
               f"runs that lost accuracy: {lost}  worst {min(change):+.3f}  skipped/run "
               f"{statistics.fmean(f['skipped'] for f in done):.1f}  "
               f"median step {statistics.fmean(f['step_s'] for f in done):.1f} s")
+    for arm in arms:
+        done = [runs[f"{arm}-s{s}"] for s in seeds if f"{arm}-s{s}" in runs]
+        empty = [f["update_s_no_signal"] for f in done if not math.isnan(f["update_s_no_signal"])]
+        full = [f["update_s_signal"] for f in done if not math.isnan(f["update_s_signal"])]
+        print(f"{arm:14s} update (log-probs, backward, optimizer), median of the runs' medians: steps with "
+              f"signal {statistics.median(full):.2f} s, without {statistics.median(empty):.2f} s")
     pairs_of_arms = (("avspo", "avspo_noskip"), ("grpo", "grpo_noskip"), ("avspo", "grpo"),
                      ("avspo_noskip", "grpo_noskip"))
     for a, b in pairs_of_arms:
@@ -142,6 +169,19 @@ def report(args: argparse.Namespace) -> None:
             print(f"{a} - {b}, paired by seed (n={len(pairs)}): {interval([x - y for x, y in pairs])}")
     if args.out:
         Path(args.out).write_text(json.dumps(runs, indent=1) + "\n")
+
+
+def archive(args: argparse.Namespace) -> None:
+    root, out = Path(args.root), Path(args.out)
+    for folder in sorted(p for p in root.iterdir() if p.is_dir() and (p / "summary.json").is_file()):
+        target = out / folder.name
+        target.mkdir(parents=True, exist_ok=True)
+        for name in ("summary.json", "metrics.jsonl"):
+            (target / f"{name}.gz").write_bytes(gzip.compress((folder / name).read_bytes(), mtime=0))
+        log = root / f"{folder.name}.log"
+        if log.is_file():
+            (target / "console.log.gz").write_bytes(gzip.compress(log.read_bytes(), mtime=0))
+    print(f"archived {len(list(out.iterdir()))} runs in {out}")
 
 
 def main() -> None:
@@ -157,8 +197,11 @@ def main() -> None:
     p = sub.add_parser("report")
     p.add_argument("--root", required=True)
     p.add_argument("--out")
+    a = sub.add_parser("archive")
+    a.add_argument("--root", required=True)
+    a.add_argument("--out", required=True)
     args = parser.parse_args()
-    {"run": run, "report": report}[args.command](args)
+    {"run": run, "report": report, "archive": archive}[args.command](args)
 
 
 if __name__ == "__main__":
