@@ -14,6 +14,7 @@ from test_trainer import DATA, read_lines, text_length, tiny_config
 from typer.testing import CliRunner
 
 from grposcope import GRPOTrainer
+from grposcope import manifest as manifest_module
 from grposcope.cli import app
 from grposcope.core import losses
 from grposcope.trainer import checkpoint
@@ -103,7 +104,7 @@ def test_a_checkpoint_file_holding_code_is_refused_not_run(tmp_path, tiny_llama,
     with open(folder / "optimizer.pt", "wb") as f:  # what a tampered file could hold
         pickle.dump(_Payload(str(sentinel)), f)
     manifest = json.loads((folder / "manifest.json").read_text())
-    manifest["files"]["optimizer.pt"] = checkpoint._describe(folder / "optimizer.pt")  # passes verification
+    manifest["files"]["optimizer.pt"] = manifest_module.describe(folder)["optimizer.pt"]  # passes verification
     (folder / "manifest.json").write_text(json.dumps(manifest))
     trainer = make_trainer(tmp_path, make_tiny(), tiny_tokenizer, max_steps=3)
     with pytest.raises(CheckpointError, match="optimizer.pt holds pickled Python objects.*nothing in it was run"):

@@ -8,6 +8,8 @@ into a 200 KiB tmpfs: safetensors 0.8, torch 2.13, Python's OSError)."""
 
 from __future__ import annotations
 
+import errno
+import json
 import os
 import re
 import shutil
@@ -25,6 +27,7 @@ from typer.testing import CliRunner
 from grposcope import errors
 from grposcope.cli import app
 from grposcope.errors import UserError
+from grposcope.logging import jsonl
 from grposcope.trainer import checkpoint, disk_space
 from grposcope.trainer.checkpoint import CheckpointError
 
@@ -196,3 +199,71 @@ def test_the_mount_point_is_named(tmp_path):
     named = disk_space.mount_of(tmp_path / "run" / "checkpoint-3")  # the folders need not exist
     mount = Path(named.split(" (")[0])
     assert os.path.ismount(mount) and str(tmp_path).startswith(str(mount))
+
+
+# --- a full disk while a line of metrics.jsonl or completions.jsonl is written ---------------------------------
+
+
+def fill_the_disk_at(patch, name: str, call: int) -> None:
+    """The `call`-th write to a file called `name` writes half its bytes, then fails as a full disk does
+    (os.write is what the JSON-lines writer calls; other files pass through)."""
+    real, count = os.write, 0
+
+    def write(fd, data):
+        nonlocal count
+        if os.path.basename(os.readlink(f"/proc/self/fd/{fd}")) == name:
+            count += 1
+            if count == call:
+                real(fd, bytes(data[: len(data) // 2]))
+                raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fd, data)
+
+    patch.setattr(jsonl.os, "write", write)
+
+
+def whole_lines(path: Path) -> list[dict]:
+    text = path.read_text()
+    assert text.endswith("\n")  # no partial last line
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def test_a_full_disk_while_logging_a_step_names_the_file_and_the_way_on(tmp_path, tiny_llama, tiny_tokenizer,
+                                                                         monkeypatch):
+    run = tmp_path / "run"
+    trainer = make_trainer(tmp_path, tiny_llama, tiny_tokenizer, save_steps=1, max_steps=4)
+    with monkeypatch.context() as patch:
+        fill_the_disk_at(patch, "metrics.jsonl", call=3)
+        with pytest.raises(errors.DiskFullError) as info:
+            trainer.train()
+    said = str(info.value)
+    assert said.startswith(f"no space left on the disk of {run / 'metrics.jsonl'} (No space left on device)")
+    assert "keeps every whole line" in said and "Free space on that disk" in said
+    assert f"continue from {run / 'checkpoint-2'} with --resume" in said
+    assert [r["step"] for r in whole_lines(run / "metrics.jsonl")] == [1, 2]
+    make_trainer(tmp_path, make_tiny(), tiny_tokenizer, save_steps=1, max_steps=4).train(resume_from_checkpoint=True)
+    assert [r["step"] for r in whole_lines(run / "metrics.jsonl")] == [1, 2, 3, 4]
+
+
+def test_a_full_disk_while_logging_completions_leaves_no_partial_line(tmp_path, tiny_llama, tiny_tokenizer,
+                                                                      monkeypatch):
+    run = tmp_path / "run"
+    trainer = make_trainer(tmp_path, tiny_llama, tiny_tokenizer, save_steps=10, max_steps=3)
+    with monkeypatch.context() as patch:
+        fill_the_disk_at(patch, "completions.jsonl", call=2)
+        with pytest.raises(errors.DiskFullError) as info:
+            trainer.train()
+    said = str(info.value)
+    assert said.startswith(f"no space left on the disk of {run / 'completions.jsonl'}")
+    assert "start the run over with --overwrite_output_dir" in said  # no checkpoint yet: the one way on
+    assert {r["step"] for r in whole_lines(run / "completions.jsonl")} == {1}
+    assert [r["step"] for r in whole_lines(run / "metrics.jsonl")] == [1, 2]
+
+
+def test_the_cli_prints_a_full_disk_while_logging_as_one_line(tmp_path, tiny_model_dir, monkeypatch):
+    fill_the_disk_at(monkeypatch, "metrics.jsonl", call=2)
+    result = CliRunner().invoke(app, cli_options(tmp_path, tiny_model_dir))
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    shown = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(shown) == 1 and "Traceback" not in result.output
+    assert shown[0].startswith(f"error: no space left on the disk of {tmp_path / 'out' / 'metrics.jsonl'}")
+    assert f"continue from {tmp_path / 'out' / 'checkpoint-1'} with --resume" in shown[0]

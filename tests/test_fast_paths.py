@@ -12,8 +12,8 @@ from grposcope import GRPOTrainer
 from grposcope.core import diagnostics, losses
 from grposcope.rollout import ROLLOUTS, SamplingParams
 from grposcope.trainer import policy
+from grposcope.trainer.generation import length_buckets
 from grposcope.trainer.policy import TrainBatch, _full_row_logits, completion_logits, completion_logps, length_parts
-from grposcope.trainer.trainer import _length_buckets
 
 
 def grouped_batch(groups: int, g: int, t: int, seed: int = 0) -> TrainBatch:
@@ -181,7 +181,7 @@ def test_length_buckets_keep_groups_whole_and_sort_them():
     for row, n in enumerate(lengths):
         mask[row, :n] = 1
     batch = TrainBatch(torch.zeros(12, 2), torch.ones(12, 2), torch.zeros(12, 6), mask, torch.zeros(12))
-    buckets = _length_buckets(batch, size=4, group=4)
+    buckets = length_buckets(batch, size=4, group=4)
     assert [b.tolist() for b in buckets] == [[8, 10, 11, 9], [1, 3, 2, 0], [4, 5, 6, 7]]
     assert sorted(torch.cat(buckets).tolist()) == list(range(12))
 

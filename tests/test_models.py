@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -339,6 +340,30 @@ def test_outdated_cache_format_is_rebuilt(fake_conversion):
     models.ensure_embedded_checkpoint("smollm2-135m-instruct")
     (target / embedded.CACHE_MARKER).write_text(json.dumps({"format": embedded.CACHE_FORMAT - 1}))
     models.ensure_embedded_checkpoint("smollm2-135m-instruct")
+    assert len(calls) == 2
+
+
+@pytest.mark.parametrize("damage", ["bit flip", "truncated", "missing"])
+def test_a_damaged_cache_is_refused_with_the_documented_fix(fake_conversion, damage):
+    calls, target = fake_conversion
+    models.ensure_embedded_checkpoint("smollm2-135m-instruct")
+    weights = target / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    if damage == "bit flip":
+        data[-10] ^= 1
+        weights.write_bytes(bytes(data))
+    elif damage == "truncated":
+        weights.write_bytes(bytes(data[: len(data) // 2]))
+    else:
+        weights.unlink()
+    with pytest.raises(embedded.DamagedCacheError) as info:
+        models.load_model(models.DEFAULT_MODEL)
+    said = str(info.value)
+    assert said.startswith(f"the embedded model's cache {target} is damaged: model.safetensors ")
+    assert f"Delete that folder (rm -r {target})" in said  # the fix docs/usage.md gives
+    assert len(calls) == 1  # refused, not silently rebuilt or used
+    shutil.rmtree(target)  # the documented fix works: converted again, loads
+    models.load_model(models.DEFAULT_MODEL)
     assert len(calls) == 2
 
 

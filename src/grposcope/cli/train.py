@@ -55,12 +55,19 @@ def train(
         GRPOTrainer(args=args).train()
     except USER_ERRORS as err:
         exit_ = fail(err)
-        _say_how_to_resume(args)
+        if not _is_folder_in_use(err):  # the folder's checkpoints are another live run's, not this one's
+            _say_how_to_resume(args)
         raise exit_ from None
     except KeyboardInterrupt:
         typer.secho("interrupted (Ctrl-C)", fg="red", err=True)
         _say_how_to_resume(args, interrupted=True)
         raise typer.Exit(130) from None  # 128 + SIGINT, as a shell reports it
+
+
+def _is_folder_in_use(err: BaseException) -> bool:
+    from ..trainer.folder_lock import FolderInUseError
+
+    return isinstance(err, FolderInUseError)
 
 
 def _say_how_to_resume(args: Any, interrupted: bool = False) -> None:

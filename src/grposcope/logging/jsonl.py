@@ -5,13 +5,15 @@ Format: one line per `log` call, `{"step": 3, "time": 1767225600.12, "collapse/a
 non-finite value is written as `null`; `read_metrics` turns it back into `nan` (the sign of an infinity is
 lost, which is acceptable: such a value already means the step went wrong).
 
-Each line is flushed to the operating system as soon as it is written, so a killed process keeps every
+Each line is handed to the operating system as soon as it is written, so a killed process keeps every
 complete line. A process killed in the middle of a write can leave a partial last line; the readers skip it
-with a warning and the writer cuts it off before appending.
+with a warning and the writer cuts it off before appending. A write that fails (a full disk) is cut off at
+once, so the file always ends with a whole line, and raises DiskFullError naming the file.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -19,7 +21,9 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
+
+from ..errors import DiskFullError
 
 RESERVED_KEYS = ("step", "time")
 
@@ -117,8 +121,11 @@ def write_atomically(path: Path, text: str) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise DiskFullError(f"no space left on the disk of {path} ({err.strerror}) while writing it; "
+                                f"{path.name} is as it was. Free space on that disk") from err
         raise
 
 
@@ -173,28 +180,43 @@ class JsonlAppender:
             truncate_after(self.path, resume_step)
         if self.path.is_file():
             _cut_partial_tail(self.path)
-        self._file: IO[str] | None = None
+        self._fd: int | None = None
         self._closed = False
 
     def open(self) -> None:
         """Opens (creating) the file for appending; a no-op once open."""
         if self._closed:
             raise RuntimeError(f"{self.path} is closed; log before close()")
-        if self._file is None:
-            self._file = open(self.path, "a", encoding="utf-8")
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def append(self, text: str) -> None:
-        """Writes `text` (whole lines, each ending in a newline) and flushes it."""
+        """Writes `text` (whole lines, each ending in a newline) straight to the operating system.
+
+        Unbuffered, not fsynced: the lines reach the OS, which keeps them if the process is killed; an fsync
+        per step would only add protection against a power cut, at a cost on slow disks. A write that fails
+        part-way is cut back to the file's size before it, so no partial line is left behind.
+        """
         self.open()
-        self._file.write(text)
-        # flush, not fsync: the line reaches the OS, which keeps it if the process is killed; an fsync
-        # per step would only add protection against a power cut, at a cost on slow disks.
-        self._file.flush()
+        data, size = text.encode("utf-8"), os.fstat(self._fd).st_size
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._fd, view):]
+        except OSError as err:
+            os.ftruncate(self._fd, size)  # frees what was written: needs no room
+            if err.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise DiskFullError(
+                    f"no space left on the disk of {self.path} ({err.strerror}) while writing to it; the file "
+                    "keeps every whole line written before. Free space on that disk"
+                ) from err
+            raise OSError(err.errno, f"{err.strerror} while writing {self.path}") from err
 
     def close(self) -> None:
         self._closed = True
-        if self._file is not None:
-            self._file.close()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 class JsonlBackend:

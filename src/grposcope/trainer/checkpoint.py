@@ -30,12 +30,13 @@ from typing import Any
 
 import torch
 
+from .. import manifest as mf
 from ..errors import UserError
 from ..logging.backends import METRICS_FILE
 from . import disk_space  # a module, not names: disk_space reads this module's names at call time
 
 FORMAT = 1
-MANIFEST = "manifest.json"
+MANIFEST = mf.MANIFEST
 STATE = "trainer_state.pt"
 STATE_JSON = "trainer_state.json"
 _NAME = re.compile(r"^checkpoint-(\d+)$")
@@ -66,7 +67,7 @@ def save_checkpoint(output_dir: str | os.PathLike[str], step: int, *, model, tok
         (folder / STATE_JSON).write_text(json.dumps({"format": FORMAT, **info}, indent=2, default=str) + "\n")
 
     needs = disk_space.estimate_checkpoint_bytes(output_dir, model, optimizer)
-    write_folder_atomically(target, write, manifest=True, needs=needs)
+    write_folder_atomically(target, write, kind="checkpoint", needs=needs)
     if save_total_limit:
         rotate(Path(output_dir), save_total_limit, keep=target)
     return target
@@ -79,16 +80,18 @@ def save_weights(folder: Path, model, tokenizer) -> None:
 
 
 def save_final_model(target: Path, model, tokenizer) -> None:
-    """The trained model and tokenizer in `target` (output_dir/model), written atomically like a checkpoint."""
+    """The trained model and tokenizer in `target` (output_dir/model), written atomically like a checkpoint,
+    with a manifest that `grposcope eval` checks it against."""
     needs = disk_space.estimate_model_bytes(target.parent, model)
-    write_folder_atomically(target, lambda tmp: save_weights(tmp, model, tokenizer), needs=needs)
+    write_folder_atomically(target, lambda tmp: save_weights(tmp, model, tokenizer), kind="model", needs=needs)
 
 
-def write_folder_atomically(target: Path, write, manifest: bool = False, needs: int = 0) -> None:
+def write_folder_atomically(target: Path, write, kind: str | None = None, needs: int = 0) -> None:
     """Calls `write(tmp)` on a fresh hidden folder next to `target`, then renames it to `target`.
 
-    With `manifest`, every file's size and sha256 go into manifest.json, written last. An existing `target`
-    (a checkpoint of the same step from before a resume) is replaced only after the new one is complete.
+    With `kind` ("checkpoint" or "model"), every file's size and sha256 go into manifest.json, written last.
+    An existing `target` (a checkpoint of the same step from before a resume, an earlier final model) is
+    replaced only after the new one is complete, and only what grposcope wrote of it is deleted.
     `needs` (bytes, an estimate) is checked against the free space first; a write that fills the disk anyway
     raises DiskFullError too. Either way nothing of `target` is left behind.
     """
@@ -100,17 +103,17 @@ def write_folder_atomically(target: Path, write, manifest: bool = False, needs: 
     tmp.mkdir(parents=True)
     try:
         write(tmp)
-        if manifest:
-            files = {p.name: _describe(p) for p in sorted(tmp.iterdir()) if p.is_file()}
-            (tmp / MANIFEST).write_text(json.dumps({"format": FORMAT, "files": files}, indent=2) + "\n")
+        if kind is not None:
+            mf.write(tmp, format=FORMAT, kind=kind)
         for path in tmp.iterdir():
-            _fsync(path)
+            mf.fsync(path)
         old = target.parent / f"{_TMP_PREFIX}old-{target.name}-{os.getpid()}"
         if target.exists():
             os.replace(target, old)
         os.replace(tmp, target)
-        shutil.rmtree(old, ignore_errors=True)
-        _fsync(target.parent)
+        if old.exists():
+            _set_aside_what_stays(old, target)
+        mf.fsync(target.parent)
     except BaseException as err:
         shutil.rmtree(tmp, ignore_errors=True)
         if disk_space.is_disk_full(err):
@@ -123,8 +126,47 @@ def rotate(output_dir: Path, limit: int, keep: Path) -> list[Path]:
     folders = sorted(checkpoint_folders(output_dir), key=lambda p: _step_of(p), reverse=True)
     doomed = [p for p in folders[limit:] if p != keep]
     for folder in doomed:
-        shutil.rmtree(folder)
+        left = mf.remove_written(folder)
+        if left:
+            warnings.warn(f"save_total_limit: kept {folder}, which holds files grposcope did not write "
+                          f"({_names(left)}); delete it yourself if it can go", RuntimeWarning, stacklevel=3)
     return doomed
+
+
+def remove_checkpoints(folders: list[Path]) -> list[str]:
+    """Deletes what grposcope wrote into each checkpoint folder (the files its manifest lists); returns one
+    note per folder left in place, naming what stayed (a user's file, or a folder without a manifest)."""
+    notes = []
+    for folder in folders:
+        data, why = mf.read(folder)
+        left = mf.remove_written(folder)
+        if data is None:
+            notes.append(f"left {folder} in place: {why}, so grposcope did not write it ({_names(left)})")
+        elif left:
+            notes.append(f"removed the checkpoint files of {folder} but left what grposcope did not write "
+                         f"there ({_names(left)})")
+    return notes
+
+
+def _set_aside_what_stays(old: Path, target: Path) -> None:
+    """After `target` was replaced by a new folder, deletes what grposcope wrote into its earlier copy (`old`,
+    a hidden name) and gives anything else a visible name beside it, since hidden folders are removed as
+    leftovers of killed saves."""
+    left = mf.remove_written(old)
+    if not left:
+        return
+    n = 1
+    while (target.parent / f"{target.name}.kept-{n}").exists():
+        n += 1
+    kept = target.parent / f"{target.name}.kept-{n}"
+    os.replace(old, kept)
+    warnings.warn(f"{target} was written again; what grposcope did not write in the earlier one "
+                  f"({_names(left)}) is now in {kept}", RuntimeWarning, stacklevel=4)
+
+
+def _names(names: list[str], shown: int = 3) -> str:
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
 
 
 def remove_unfinished(output_dir: str | os.PathLike[str]) -> list[str]:
@@ -144,25 +186,18 @@ def remove_unfinished(output_dir: str | os.PathLike[str]) -> list[str]:
 # --- finding and checking ----------------------------------------------------------------------------------
 
 
-def verify(folder: Path) -> str | None:
-    """None when `folder` is a complete checkpoint; otherwise what is wrong with it."""
-    try:
-        manifest = json.loads((folder / MANIFEST).read_text())
-    except FileNotFoundError:
-        return "no manifest.json (not a complete grposcope checkpoint)"
-    except (OSError, ValueError) as err:
-        return f"unreadable manifest.json ({err})"
+def verify(folder: Path, resumable: bool = True) -> str | None:
+    """None when `folder` is complete: every file its manifest lists has its size and checksum, and (with
+    `resumable`) it is a checkpoint a run can continue from, not a model folder; otherwise what is wrong."""
+    manifest, why = mf.read(folder)
+    if manifest is None:
+        return f"{why} (not a complete grposcope checkpoint)"
     if manifest.get("format") != FORMAT:
         return f"checkpoint format {manifest.get('format')!r}, this grposcope reads {FORMAT}"
-    for name, expected in manifest.get("files", {}).items():
-        path = folder / name
-        if not path.is_file():
-            return f"{name} is missing"
-        if path.stat().st_size != expected["size"]:
-            return f"{name} has {path.stat().st_size} bytes, {expected['size']} were written (truncated?)"
-        if _sha256(path) != expected["sha256"]:
-            return f"{name} does not match its checksum (corrupted)"
-    if STATE not in manifest.get("files", {}):
+    problem = mf.problem(folder, manifest["files"])
+    if problem is not None:
+        return problem
+    if resumable and STATE not in manifest["files"]:
         return f"no {STATE} in the manifest"
     return None
 
@@ -358,24 +393,3 @@ def checkpoint_folders(root: Path) -> list[Path]:
 
 def _step_of(folder: Path) -> int:
     return int(_NAME.match(folder.name).group(1))
-
-
-def _describe(path: Path) -> dict[str, Any]:
-    return {"size": path.stat().st_size, "sha256": _sha256(path)}
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _fsync(path: Path) -> None:
-    """Flushes a file (or a folder's entries) to disk, so that a rename never exposes unwritten data."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -121,6 +121,20 @@ def _way_on(output_dir: Path) -> str:
             f"--output_dir; then continue from {last} with --resume (resume_from_checkpoint=True)")
 
 
+def way_on_after_a_failed_write(output_dir: str | os.PathLike[str]) -> str:
+    """How to continue a run whose metrics.jsonl or completions.jsonl line could not be written (a full disk):
+    the files keep every whole line, and a resume from the last checkpoint logs the steps after it again."""
+    root = Path(output_dir)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        last = ckpt.latest_checkpoint(root)
+    if last is None:
+        return (f"start the run over with {start_over(root)}, since it has no checkpoint to resume from; or "
+                "start it in an output_dir on a disk with room")
+    return (f"continue from {last} with --resume (resume_from_checkpoint=True): the steps after it run and "
+            f"are logged again; or move {root} to a disk with room and pass its new path as --output_dir")
+
+
 def start_over(output_dir: str | os.PathLike[str]) -> str:
     """The option that starts a new run in a used output_dir, and what it does with the run there (see
     setup.check_output_dir): the one way on for a run that has no checkpoint."""

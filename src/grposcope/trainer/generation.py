@@ -96,3 +96,19 @@ class UpdateFigures:
 
 def optimizer_batches(n: int, size: int) -> list[torch.Tensor]:
     return list(torch.arange(n).split(size))
+
+
+def length_buckets(batch: TrainBatch, size: int, group: int) -> list[torch.Tensor]:
+    """Micro-batches of `size` rows that hold completions of similar length, so that little padding is
+    computed: groups ordered by their longest completion, rows within a group by length. Groups stay
+    together (when size >= group), so that a micro-batch can share each prompt's forward pass.
+    The loss is a sum over rows normalised by whole-batch counts: the order changes only rounding."""
+    lengths = batch.loss_mask.sum(dim=1)  # (n,)
+    n = len(batch)
+    if n % group:
+        return optimizer_batches(n, size)
+    by_group = lengths.view(-1, group)  # (n / group, group)
+    within = by_group.argsort(dim=1, stable=True)  # (n / group, group)
+    groups = by_group.amax(dim=1).argsort(stable=True)  # (n / group,)
+    order = (groups.unsqueeze(1) * group + within[groups]).reshape(-1)  # (n,)
+    return list(order.split(size))

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import random
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -19,9 +18,9 @@ import torch
 from ..core import advantages
 from ..rollout import ROLLOUTS
 from ..sampling.stream import PromptStream
-from .checkpoint import checkpoint_folders
+from .checkpoint import checkpoint_folders, remove_checkpoints
 from .config import GRPOConfig
-from .disk_space import keep_metrics_aside, start_over
+from .disk_space import keep_metrics_aside, start_over, way_on_after_a_failed_write
 from .geometry import Geometry, geometry_for, total_steps
 from .memory import check_memory
 from .options import build
@@ -81,7 +80,8 @@ def build_run(args: GRPOConfig, model, reward_funcs, train_dataset, eval_dataset
     def logger_factory(total: int, resume_step: int) -> RunLogger:
         # resume_step 0: a new run starts metrics.jsonl afresh; N: lines after checkpoint N are dropped
         return RunLogger(args.output_dir, args.report_to, run_name=args.run_name, config=args.to_dict(),
-                         total_steps=total, logging_steps=args.logging_steps, resume_step=resume_step)
+                         total_steps=total, logging_steps=args.logging_steps, resume_step=resume_step,
+                         way_on=lambda: way_on_after_a_failed_write(args.output_dir))
 
     return Run(model, tokenizer, reference_policy(args, model), geometry, PromptStream(train, args.seed),
                train, evals, scorer, make_estimator(args), make_sampler(args), build(args, "policy_loss"), backend,
@@ -110,11 +110,12 @@ def check_output_dir(args: GRPOConfig) -> list[str]:
             "(resume_from_checkpoint=True), choose another output_dir, or set overwrite_output_dir=True to "
             "replace it"
         )
-    for folder in checkpoints:
-        shutil.rmtree(folder)
+    left = remove_checkpoints(checkpoints)  # what grposcope wrote; a folder of anything else stays, named
     kept = keep_metrics_aside(root)  # the earlier run's record is never lost, only moved aside
     root.mkdir(parents=True, exist_ok=True)
-    notes = [f"removed {len(checkpoints)} checkpoint(s) of the earlier run"] if checkpoints else []
+    removed = sum(not folder.exists() for folder in checkpoints)
+    notes = [f"removed {removed} checkpoint(s) of the earlier run"] if removed else []
+    notes += left
     notes += [f"kept the earlier run's metrics.jsonl as {kept.name}"] if kept else []
     return [f"overwrite_output_dir: {note}" for note in notes]
 

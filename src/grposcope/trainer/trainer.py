@@ -27,7 +27,8 @@ from . import checkpoint
 from .config import GRPOConfig
 from .drawer import Drawer, TrainerState
 from .evaluation import evaluate
-from .generation import Generation, UpdateFigures, optimizer_batches
+from .folder_lock import FolderLock
+from .generation import Generation, UpdateFigures, length_buckets, optimizer_batches
 from .geometry import total_steps
 from .options import unused_options
 from .phases import PhaseTimer
@@ -91,6 +92,10 @@ class GRPOTrainer:
         in output_dir, a path from that checkpoint; the run then goes on exactly as if never stopped.
         """
         resume = self.args.resume_from_checkpoint if resume_from_checkpoint is None else resume_from_checkpoint
+        with FolderLock(self.args.output_dir):  # one run per folder, refused before anything in it is touched
+            return self._train(resume)
+
+    def _train(self, resume: str | bool | None) -> dict[str, Any]:
         start, notes = self._resume(resume) if resume else self._start()
         logger = self.logger_factory(self.max_steps, start)
         try:
@@ -232,7 +237,7 @@ class GRPOTrainer:
         counts = {"num_tokens": batch.loss_mask.sum(), "num_sequences": len(batch)}
         total_tokens = float(counts["num_tokens"])
         figures, finite = UpdateFigures(), True
-        for rows in _length_buckets(batch, self.geometry.micro_batch, self.args.num_generations):
+        for rows in length_buckets(batch, self.geometry.micro_batch, self.args.num_generations):
             micro = batch.rows(rows)  # its padding columns cut away
             micro_figures, micro_finite = self._micro_step(micro, counts)
             finite = finite and micro_finite
@@ -251,7 +256,7 @@ class GRPOTrainer:
             else:  # skipped: one NaN would spread into every weight; the schedule goes on with the step count
                 self.bad_steps += 1
             with warnings.catch_warnings():  # torch's warning when no optimizer step has been taken yet
-                warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step()`")
+                warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)`")
                 self.scheduler.step()  # either way: the learning rate follows the run's step count
             self.optimizer.zero_grad(set_to_none=True)
         metrics = figures.metrics()
@@ -487,20 +492,4 @@ def _check_callbacks(callbacks: list[Any]) -> list[Any]:
                 "on_step_end(trainer, metrics) (TRL's TrainerCallback takes other arguments)"
             )
     return list(callbacks)
-
-
-def _length_buckets(batch: TrainBatch, size: int, group: int) -> list[torch.Tensor]:
-    """Micro-batches of `size` rows that hold completions of similar length, so that little padding is
-    computed: groups ordered by their longest completion, rows within a group by length. Groups stay
-    together (when size >= group), so that a micro-batch can share each prompt's forward pass.
-    The loss is a sum over rows normalised by whole-batch counts: the order changes only rounding."""
-    lengths = batch.loss_mask.sum(dim=1)  # (n,)
-    n = len(batch)
-    if n % group:
-        return optimizer_batches(n, size)
-    by_group = lengths.view(-1, group)  # (n / group, group)
-    within = by_group.argsort(dim=1, stable=True)  # (n / group, group)
-    groups = by_group.amax(dim=1).argsort(stable=True)  # (n / group,)
-    order = (groups.unsqueeze(1) * group + within[groups]).reshape(-1)  # (n,)
-    return list(order.split(size))
 
