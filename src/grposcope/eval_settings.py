@@ -6,11 +6,14 @@ loading it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 # Prompts longer than this many tokens keep their last ones, in training (GRPOConfig) and in `grposcope eval`
 MAX_PROMPT_LENGTH = 512
+# Seeds go to random, torch and numpy alike: numpy's range, 0 to 2**32 - 1 (torch overflows past 2**64)
+MAX_SEED = 2**32 - 1
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,13 @@ class EvalSettings:
         _check_int("max_completion_length", self.max_completion_length, 1, "tokens to generate")
         _check_int("num_samples", self.num_samples, 0, "sampled completions per prompt; 0 for greedy only")
         _check_int("batch_size", self.batch_size, 1, "prompts generated at once")
+        _check_int("seed", self.seed, 0, "seeds the split and the sampling")
+        if self.seed > MAX_SEED:
+            raise ValueError(f"seed must be in [0, {MAX_SEED}], got {self.seed}")
+        for name in ("temperature", "top_p", "success_threshold"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"{name} must be a finite number, got {value!r}")
         if self.num_samples > 0 and not self.temperature > 0:
             raise ValueError(
                 f"temperature must be > 0 when num_samples > 0, got {self.temperature}: sampling at "

@@ -11,6 +11,7 @@ import typer
 
 from .. import __version__
 from ..errors import UserError
+from ..terminal import terminal_safe
 
 app = typer.Typer(add_completion=False, no_args_is_help=False, help="Measure and fix advantage collapse in GRPO.")
 
@@ -30,7 +31,7 @@ def main(ctx: typer.Context, version: bool = typer.Option(False, "--version", he
 
 def fail(err: BaseException) -> typer.Exit:
     """Prints `error: <message>` to stderr; raise the returned Exit (exit code 1)."""
-    typer.secho(f"error: {err}", fg="red", err=True)
+    typer.secho(f"error: {terminal_safe(err)}", fg="red", err=True)  # a message can quote a sample or a file
     return typer.Exit(1)
 
 

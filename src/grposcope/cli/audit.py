@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import Any, Optional
@@ -10,6 +11,7 @@ from typing import Any, Optional
 import typer
 
 from ..files import check_writable
+from ..terminal import terminal_safe
 from .app import USER_ERRORS, _console_logging, app, fail, wide_console
 
 # reports.audit's and rewards.builtin's defaults, as plain values: importing those modules imports torch (2 s),
@@ -79,8 +81,8 @@ def _checked_input(file: Path, verifiers: str, threshold: float, examples: int, 
         raise ValueError(f"--threshold must be in [0, 1] (a share of the pairs), got {threshold}")
     if examples < 0:
         raise ValueError(f"--examples must be >= 0, got {examples}")
-    if not timeout_s > 0:
-        raise ValueError(f"--timeout_s must be > 0, got {timeout_s}; the default is {VERIFY_TIMEOUT_S}")
+    if not 0 < timeout_s < math.inf:
+        raise ValueError(f"--timeout_s must be > 0 and finite, got {timeout_s}; the default is {VERIFY_TIMEOUT_S}")
     names = verifier_names(verifiers)
     if json_out is not None:
         if json_out.exists() and not overwrite:
@@ -156,7 +158,7 @@ def _print_report(report: Any, file: Path) -> None:
     if report.groups:
         cut = f" (and {report.partial_groups} cut short, left out)" if report.partial_groups else ""
         groups = f", {len(report.groups)} groups{cut}"
-    console.print(Text(f"{file}: {len(report.pairs)} pairs{groups}", style="bold"))
+    console.print(Text(terminal_safe(f"{file}: {len(report.pairs)} pairs{groups}"), style="bold"))
     table = Table()
     headers = ["verifier", "right", "judged", "accuracy"] + (["all-wrong groups"] if report.groups else [])
     for header in headers:
@@ -214,8 +216,9 @@ def _print_examples(console: Any, report: Any) -> None:
                 shown = report.example(i)
                 views = "  ".join(f"{name} {marks[v['right']]} {_extracted(v['extracted'])}"
                                   for name, v in shown["verifiers"].items())
-                console.print(Text(f"  line {shown['line']}: answer {shown['answer']} | {shown['completion']}"))
-                console.print(Text(f"    {views}", style="dim"))
+                line = f"  line {shown['line']}: answer {shown['answer']} | {shown['completion']}"
+                console.print(Text(terminal_safe(line)))  # model and data text: no control byte reaches the tty
+                console.print(Text(terminal_safe(f"    {views}"), style="dim"))
 
 
 def _extracted(value: Any) -> str:

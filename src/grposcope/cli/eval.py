@@ -77,6 +77,10 @@ def _run_eval(o: dict[str, Any]) -> tuple[Any, Path]:
     )
     if o["max_prompt_length"] < 0:
         raise ValueError(f"--max_prompt_length must be >= 0 (0: no limit), got {o['max_prompt_length']}")
+    for name, low, what in (("limit", 1, "the first N examples"), ("dataset_size", 1, "train examples"),
+                            ("eval_size", 0, "held-out examples")):
+        if o[name] is not None and o[name] < low:
+            raise ValueError(f"--{name} must be >= {low} ({what}), got {o[name]}; leave it out for the default")
     path = o["output"] or Path(_default_output_name(o["model"], o["dataset"]))
     if path.exists() and not o["overwrite"]:
         raise FileExistsError(
@@ -147,13 +151,15 @@ def _print_eval_table(result: Any, o: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from ..terminal import markup_safe
+
     k = result.settings.num_samples
     sampled = [f"avg@{k}", f"pass@{k}"] if k > 0 else []
-    table = Table(title=f"{o['model']} on {o['dataset']} ({o['split']} split)")
+    table = Table(title=markup_safe(f"{o['model']} on {o['dataset']} ({o['split']} split)"))
     for header in ["level", "prompts", "pass@1 (greedy)", *sampled]:
         table.add_column(header, justify="left" if header == "level" else "right")
     rows = [*result.levels.items(), ("all", result.overall)]
     for i, (level, figures) in enumerate(rows):
         cells = [str(figures["prompts"])] + [f"{figures[name]:.3f}" for name in ["accuracy", *sampled]]
-        table.add_row(level, *cells, style="bold" if i == len(rows) - 1 else None)
+        table.add_row(markup_safe(level), *cells, style="bold" if i == len(rows) - 1 else None)
     Console().print(table)

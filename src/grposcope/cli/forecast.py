@@ -10,10 +10,12 @@ from typing import Any, Optional
 
 import typer
 
+from ..eval_settings import MAX_SEED
 from ..files import check_writable
 from ..reports.forecast import DEFAULT_SAMPLERS, RULE, STAGNATION_ACR
 from ..reports.forecast_plot import plot_forecast
 from ..reports.plots import pyplot
+from ..terminal import markup_safe
 from .app import _console_logging, app, fail, wide_console
 from .probe import PROBE_ERRORS, read_probe
 
@@ -86,6 +88,10 @@ def _forecast_input(o: dict[str, Any]) -> tuple[str, list[tuple[int, int]], list
             raise ValueError(f"--{name} must be >= {low}, got {o[name]}")
     if not 0 <= o["target_acr"] <= 1:
         raise ValueError(f"--target_acr is an ACR, in [0, 1]; got {o['target_acr']}")
+    if not 0 <= o["seed"] <= MAX_SEED:
+        raise ValueError(f"--seed must be in [0, {MAX_SEED}] (it seeds the Monte Carlo runs), got {o['seed']}")
+    if not math.isfinite(o["success_threshold"]):
+        raise ValueError(f"--success_threshold must be a finite number (a reward), got {o['success_threshold']}")
     if min(o["sizes"]) > o["budget"]:
         raise ValueError(f"--budget {o['budget']} is smaller than every group size; a step needs at least G samples")
     for path, flag in ((o["json_out"], "--json"), (o["plot"], "--plot")):
@@ -175,11 +181,10 @@ def _num(value: float, digits: int = 3) -> str:
 
 def _print_forecast(result: Any, source: str, measured: dict | None) -> None:
     from rich import box
-    from rich.markup import escape
     from rich.table import Table
 
     out = wide_console()
-    acr = Table(title=f"collapse forecast: {len(result.counts)} prompts from {escape(source)}",
+    acr = Table(title=f"collapse forecast: {len(result.counts)} prompts from {markup_safe(source)}",
                 box=box.SIMPLE_HEAD)
     for header in ("G", "expected ACR", "all-correct", "all-wrong", "draws to a\nmixed group", "prompts that\n"
                    "never mix"):
@@ -211,7 +216,7 @@ def _print_forecast(result: Any, source: str, measured: dict | None) -> None:
                       f"{'; '.join(ranked)}", highlight=False)
     out.print(f"rule: {RULE}; target ACR {result.target_acr:g}", highlight=False, style="dim")
     for note in result.notes:
-        out.print(f"note: {note}", highlight=False, style="dim")
+        out.print(f"note: {markup_safe(note)}", highlight=False, style="dim")
 
 
 def _per_1k(cost: Any) -> float:

@@ -18,12 +18,15 @@ def read_yaml(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise FileNotFoundError(f"config file {path} does not exist")
     try:
-        data = yaml.safe_load(read_utf8(path)) or {}
+        data = yaml.safe_load(read_utf8(path))
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
         problem = getattr(err, "problem", None) or str(err)
         raise ValueError(f"{path}: {where}not valid YAML ({problem}); write one `option: value` per line") from None
+    if data is None:  # an empty file, or comments only: most likely the wrong file, or one not saved yet
+        raise ValueError(f"{path} holds no options (it is empty or only comments); write one `option: value` "
+                         "per line, e.g. `learning_rate: 1.0e-5` (`{}` for none)")
     if not isinstance(data, dict):
         raise ValueError(f"{path} must hold a mapping of GRPOConfig options, got {type(data).__name__}")
     return data

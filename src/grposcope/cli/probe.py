@@ -5,6 +5,7 @@ store each prompt's pass rate for `grposcope forecast` (docs/report.md, "Forecas
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from pathlib import Path
@@ -12,8 +13,9 @@ from typing import Any, Iterator, Optional
 
 import typer
 
-from ..eval_settings import MAX_PROMPT_LENGTH
+from ..eval_settings import MAX_PROMPT_LENGTH, MAX_SEED
 from ..files import check_writable
+from ..terminal import markup_safe
 from .app import USER_ERRORS, _console_logging, app, fail, wide_console
 
 PROBE_ERRORS = (*USER_ERRORS, ImportError)  # ImportError: an optional dependency (a task's, matplotlib)
@@ -88,8 +90,16 @@ def _plan_probe(o: dict[str, Any]) -> dict[str, Any]:
                       ("max_prompt_length", 0)):
         if o[name] < low:
             raise ValueError(f"--{name} must be >= {low}, got {o[name]}")
-    if not o["temperature"] > 0 or not 0 < o["top_p"] <= 1:
-        raise ValueError("--temperature must be > 0 (a probe samples) and --top_p in (0, 1]")
+    for name, low, what in (("dataset_size", 1, "train examples"), ("eval_size", 0, "held-out examples")):
+        if o[name] is not None and o[name] < low:
+            raise ValueError(f"--{name} must be >= {low} ({what}), got {o[name]}; leave it out for the default")
+    if not 0 <= o["seed"] <= MAX_SEED:
+        raise ValueError(f"--seed must be in [0, {MAX_SEED}] (the run's seed), got {o['seed']}")
+    if not o["temperature"] > 0 or not 0 < o["top_p"] <= 1 or not math.isfinite(o["temperature"]):
+        raise ValueError(f"--temperature must be > 0 and finite (a probe samples) and --top_p in (0, 1]; got "
+                         f"{o['temperature']} and {o['top_p']}")
+    if not math.isfinite(o["success_threshold"]):
+        raise ValueError(f"--success_threshold must be a finite number (a reward), got {o['success_threshold']}")
     if o["torch_threads"] is not None and o["torch_threads"] < 1:
         raise ValueError(f"--torch_threads must be >= 1, got {o['torch_threads']}")
     if o["split"] not in SPLITS:
@@ -270,7 +280,7 @@ def _print_probe_summary(records: list[dict[str, Any]], o: dict[str, Any]) -> No
     for level, group in [*((lv, [r for r in records if str(r.get("level")) == lv]) for lv in levels),
                          ("all", records)]:
         if group:
-            table.add_row(level, str(len(group)), f"{sum(r['pass_rate'] for r in group) / len(group):.3f}",
+            table.add_row(markup_safe(level), str(len(group)), f"{sum(r['pass_rate'] for r in group) / len(group):.3f}",
                           str(sum(r["successes"] == 0 for r in group)),
                           str(sum(r["successes"] == r["k"] for r in group)))
     wide_console().print(table)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ..terminal import terminal_safe
+
 # metric -> (label, format) of the key figures, in display order
 KEY_FIGURES = {
     "reward/mean": ("reward", "{:.3f}"),
@@ -107,7 +109,7 @@ class PlainDisplay:
         return None if pace is None else pace * max(self.total_steps - step, 0)
 
     def note(self, message: str) -> None:
-        print(message, flush=True)
+        print(terminal_safe(message), flush=True)
 
     def show(self, renderable: Any) -> None:
         from rich.console import Console
@@ -164,7 +166,8 @@ class LiveDisplay:
         self._progress.update(self._task, total=total_steps)
 
     def note(self, message: str) -> None:
-        self._progress.console.print(message)  # printed above the bar, which is redrawn below it
+        # printed above the bar, which is redrawn below it; a note can quote a prompt or a file name
+        self._progress.console.print(terminal_safe(message), markup=False)
 
     def show(self, renderable: Any) -> None:
         self._progress.console.print(renderable)

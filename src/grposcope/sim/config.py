@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..errors import InputTypeError
+from ..eval_settings import MAX_SEED
 
 
 @dataclass
@@ -57,8 +58,12 @@ class SimConfig:
         if not isinstance(self.num_generations, int) or self.num_generations < 2:
             raise ValueError(f"num_generations must be an int >= 2 (a group needs two samples to compare), "
                              f"got {self.num_generations!r}")
-        if not isinstance(self.seed, int) or self.seed < 0:
-            raise ValueError(f"seed must be an int >= 0, got {self.seed!r}")
+        if not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_SEED:
+            raise ValueError(f"seed must be an int in [0, {MAX_SEED}], got {self.seed!r}")
+        for name in ("shared_skill", "difficulty_mean", "difficulty_std", "length_spread"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"{name} must be a finite number, got {value!r}")
         if self.batch_size > self.prompts:
             raise ValueError(f"batch_size={self.batch_size} is larger than prompts={self.prompts}: a batch "
                              "would hold a prompt twice; lower batch_size or raise prompts")

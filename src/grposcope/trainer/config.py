@@ -3,7 +3,8 @@
 Names and defaults follow TRL's GRPOConfig where TRL has the option (so a TRL script ports by changing its
 import); grposcope's own options follow. The run-wide options are declared here; each advantage estimator,
 sampler and policy loss declares its own where it is registered, and `with_component_options` adds them as
-fields (trainer/options.py). Validation happens in __post_init__, with messages that say what to do.
+fields (trainer/options.py). Validation happens in __post_init__, with messages that say what to do; each
+option's type and range are in trainer/config_checks.py.
 """
 
 from __future__ import annotations
@@ -13,11 +14,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.losses import KL_ESTIMATORS
-from ..errors import InputTypeError
 from ..eval_settings import MAX_PROMPT_LENGTH
 from ..models.loading import DEFAULT_MODEL
 from ..rewards.scorer import ERROR_MODES
 from ..rollout.options import check_generation_kwargs
+from .config_checks import (  # noqa: F401 (type_name: for cli/options.py)
+    check_choice,
+    check_values,
+    name_component_options,
+    naming_the_option,
+    type_name,
+)
 from .options import FAMILIES, checked_entries, with_component_options
 
 # TRL's loss_type names -> the aggregation of grposcope.core.losses (see docs/algorithms.md).
@@ -226,52 +233,17 @@ class GRPOConfig:
     """torch.set_num_threads for the run (default: torch's choice)."""
 
     def __post_init__(self) -> None:
-        _check_types(self)
-        _check_positive(self, "num_generations", "per_device_train_batch_size", "gradient_accumulation_steps",
-                        "num_iterations", "logging_steps", "save_steps")
-        if self.torch_threads is not None:
-            _check_positive(self, "torch_threads")
-        if self.num_generations < 2:
-            raise ValueError(
-                f"num_generations must be >= 2 (got {self.num_generations}): GRPO compares completions of the "
-                "same prompt, so a group of one has no advantage. Use 8 (the usual) or more."
-            )
+        check_values(self)  # types, then each option's range (config_checks.py)
         if self.use_vllm:
             raise ValueError(
                 "use_vllm=True: grposcope's own trainer generates with transformers and has no vLLM backend. "
                 "For vLLM rollouts use the TRL integration (from grposcope.integrations.trl import "
                 "GRPOTrainer, GRPOConfig), where TRL drives vLLM; or set use_vllm=False"
             )
-        if self.num_completions_to_print is not None:
-            _check_positive(self, "num_completions_to_print")
-        if self.max_bad_steps < 0:
-            raise ValueError(f"max_bad_steps must be >= 0 (0: stop at the first NaN/inf), got {self.max_bad_steps}")
-        if self.save_total_limit is not None and self.save_total_limit < 1:
-            raise ValueError(f"save_total_limit must be >= 1 or None (keep all), got {self.save_total_limit}")
-        if self.max_completion_length <= 0:
-            raise ValueError(
-                f"max_completion_length must be > 0 tokens (the longest reply to generate, e.g. 256, the "
-                f"default), got {self.max_completion_length}"
-            )
-        if self.max_prompt_length is not None and self.max_prompt_length <= 0:
-            raise ValueError("max_prompt_length must be > 0 or None (no limit)")
-        if self.eval_steps is not None and self.eval_steps <= 0:
-            raise ValueError("eval_steps must be > 0 or None")
-        if self.temperature <= 0:
-            raise ValueError("temperature must be > 0 (sampling); greedy decoding cannot explore")
-        if not 0 < self.top_p <= 1 or self.top_k < 0:
-            raise ValueError("top_p must be in (0, 1] and top_k >= 0")
-        if self.learning_rate <= 0 or self.beta < 0 or self.entropy_coef < 0:
-            raise ValueError("learning_rate must be > 0; beta and entropy_coef >= 0")
-        if self.max_steps == 0 or self.max_steps < -1 or (self.max_steps == -1 and self.num_train_epochs <= 0):
-            raise ValueError("set max_steps > 0, or max_steps=-1 with num_train_epochs > 0")
-        if self.max_samples is not None and self.max_samples <= 0:
-            raise ValueError(f"max_samples must be > 0 (completions to generate in all), or None for no limit; "
-                             f"got {self.max_samples}")
-        _check_choice("loss_type", self.loss_type, LOSS_TYPES)
-        _check_choice("reward_errors", self.reward_errors, ERROR_MODES)
-        _check_choice("lr_scheduler_type", self.lr_scheduler_type, LR_SCHEDULERS)
-        _check_choice("kl_estimator", self.kl_estimator, KL_ESTIMATORS)
+        check_choice("loss_type", self.loss_type, LOSS_TYPES)
+        check_choice("reward_errors", self.reward_errors, ERROR_MODES)
+        check_choice("lr_scheduler_type", self.lr_scheduler_type, LR_SCHEDULERS)
+        check_choice("kl_estimator", self.kl_estimator, KL_ESTIMATORS)
         if self.use_avspo and self.advantage_estimator not in ("grpo", "avspo"):
             raise ValueError(
                 f"use_avspo=True conflicts with advantage_estimator={self.advantage_estimator!r}: "
@@ -280,11 +252,6 @@ class GRPOConfig:
         if self.use_avspo:
             self.advantage_estimator = "avspo"
         self._check_registered()
-        if self.reward_weights is not None and self.reward_funcs is not None:
-            if len(self.reward_weights) != len(self.reward_funcs):
-                raise ValueError(
-                    f"{len(self.reward_weights)} reward_weights for {len(self.reward_funcs)} reward_funcs"
-                )
         if isinstance(self.report_to, str):
             self.report_to = [self.report_to]
         from ..logging.backends import resolve_report_to
@@ -293,29 +260,30 @@ class GRPOConfig:
         self._check_new_options()
 
     def _check_new_options(self) -> None:
-        """KL-in-reward and the overlong penalty; then the chosen estimator, sampler and policy loss are built
+        """KL-in-reward and generation_kwargs; then the chosen estimator, sampler and policy loss are built
         once with their options, so that a bad value fails here, before the model loads."""
         if self.kl_in_reward and self.beta <= 0:
             raise ValueError("kl_in_reward=True needs beta > 0 (the KL's weight in the reward); set beta, e.g. "
                              "0.04, or drop kl_in_reward")
-        if not 0 <= self.overlong_buffer_len <= self.max_completion_length:
-            raise ValueError(f"overlong_buffer_len must be in [0, max_completion_length={self.max_completion_length}]"
-                             f" (0: off), got {self.overlong_buffer_len}")
         self.generation_kwargs = check_generation_kwargs(self.generation_kwargs, self.max_completion_length)
         for family, name in checked_entries(self):
-            FAMILIES[family].build(name, self)  # a bad option fails with its rule, even for an entry not chosen
+            try:  # a bad option fails with its rule, even for an entry not chosen
+                FAMILIES[family].build(name, self)
+            except ValueError as err:
+                raise ValueError(name_component_options(str(err), FAMILIES[family], name, self)) from None
 
     def _check_registered(self) -> None:
-        for family, registry in FAMILIES.items():
-            registry.get(getattr(self, family))  # raises with the known names
-        # Names that would otherwise fail only after the model is loaded (20-40 s for the embedded one).
+        """Names of registered things (each error prefixed with the option that holds the name); those of
+        rewards and tasks would otherwise fail only after the model is loaded (20-40 s for the embedded one)."""
         from ..data.tasks import check_task_spec, is_file_spec
         from ..rewards.builtin import REWARDS
 
+        for family, registry in FAMILIES.items():
+            naming_the_option(family, registry.get, getattr(self, family))  # raises with the known names
         for name in self.reward_funcs or []:
-            REWARDS.get(name)
+            naming_the_option("reward_funcs", REWARDS.get, name)
         if not is_file_spec(self.dataset_name):
-            check_task_spec(self.dataset_name)
+            naming_the_option("dataset_name", check_task_spec, self.dataset_name)
 
     @property
     def aggregation(self) -> str:
@@ -347,78 +315,6 @@ ALIASES = {"model": "model_name_or_path", "model_name": "model_name_or_path", "m
            "dataset": "dataset_name", "data": "dataset_name", "lr": "learning_rate", "steps": "max_steps",
            "output": "output_dir", "out": "output_dir", "group_size": "num_generations", "G": "num_generations",
            "batch_size": "per_device_train_batch_size", "threads": "torch_threads"}
-
-
-def _check_types(config: GRPOConfig) -> None:
-    """Each option holds a value of its declared type (a YAML file can hold anything: `learning_rate: [1, 2]`),
-    and every number is finite: NaN or inf would surface steps later, after the model loaded, as a stranger
-    error."""
-    import math
-    import typing
-
-    hints = typing.get_type_hints(type(config))
-    for f in dataclasses.fields(config):
-        value, hint = getattr(config, f.name), hints.get(f.name, Any)
-        if not _is_a(value, hint):
-            raise InputTypeError(f"option {f.name}: got {value!r} ({type(value).__name__}); it takes "
-                                 f"{type_name(hint)}")
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError(f"option {f.name}: got {value}; give a finite number")
-
-
-def _is_a(value: Any, hint: Any) -> bool:
-    """Whether `value` fits type `hint` (Any, unions, list/tuple/dict of items); an int is a float, a bool is
-    neither an int nor a float (YAML's `yes`)."""
-    import types
-    import typing
-
-    origin = typing.get_origin(hint)
-    if hint is Any:
-        return True
-    if origin in (typing.Union, types.UnionType):
-        return any(_is_a(value, arg) for arg in typing.get_args(hint))
-    if hint is type(None):
-        return value is None
-    if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if origin in (list, tuple):
-        args = [a for a in typing.get_args(hint) if a is not Ellipsis] or [Any]
-        return isinstance(value, (list, tuple)) and all(_is_a(item, args[0]) for item in value)
-    if origin is dict:
-        return isinstance(value, dict)
-    return isinstance(value, origin or hint)
-
-
-def type_name(hint: Any) -> str:
-    """`float`, `int or None`, `a list of str`: the type as the error message says it."""
-    import types
-    import typing
-
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        return " or ".join(type_name(arg) for arg in typing.get_args(hint))
-    if hint is type(None):
-        return "None"
-    if origin in (list, tuple):
-        args = [a for a in typing.get_args(hint) if a is not Ellipsis] or [Any]
-        return f"a list of {type_name(args[0])}"
-    if origin is dict:
-        return "a mapping"
-    return getattr(hint, "__name__", str(hint))
-
-
-def _check_positive(config: GRPOConfig, *names: str) -> None:
-    for name in names:
-        value = getattr(config, name)
-        if not isinstance(value, int) or value <= 0:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
-
-
-def _check_choice(name: str, value: Any, known) -> None:
-    if value not in known:
-        raise ValueError(f"unknown {name} {value!r}; known: {', '.join(known)}")
 
 
 GRPOConfig = with_component_options(GRPOConfig)
