@@ -161,6 +161,9 @@ def test_eval_refuses_a_bit_flipped_final_model(tmp_path, tiny_model_dir):
     out = small_run(tmp_path, tiny_model_dir)
     manifest = json.loads((out / "model" / "manifest.json").read_text())
     assert manifest["kind"] == "model" and "model.safetensors" in manifest["files"]
+    ok = run("eval", "--model", str(out / "model"), "--dataset", "arithmetic:easy", "--eval_size", "2",
+             "--output", str(tmp_path / "ok.json"))
+    assert ok.exit_code == 0, ok.output  # the intact model evaluates
     weights = out / "model" / "model.safetensors"
     data = bytearray(weights.read_bytes())
     data[-10] ^= 1

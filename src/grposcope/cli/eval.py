@@ -114,15 +114,20 @@ def _run_eval(o: dict[str, Any]) -> tuple[Any, Path]:
 
 
 def _check_checkpoint(folder: Path) -> None:
-    """A training checkpoint is checked against its manifest (sizes and sha256 of every file) before it is
-    evaluated, as --resume checks it: a damaged one would otherwise give figures without a word."""
+    """A training checkpoint or a run's final model is checked against its manifest (sizes and sha256 of
+    every file) before it is evaluated, as --resume checks it: a damaged one would otherwise give figures
+    without a word."""
+    import warnings
+
     from ..trainer.checkpoint import MANIFEST, latest_checkpoint, verify
 
     if not (folder / MANIFEST).is_file():
-        return  # not a grposcope checkpoint (a Hugging Face folder, the final model): nothing to check against
-    problem = verify(folder)
+        return  # not written by grposcope (a Hugging Face folder): nothing to check against
+    problem = verify(folder, resumable=False)
     if problem is not None:
-        newest = latest_checkpoint(folder.parent)
+        with warnings.catch_warnings():  # the folders it passes over are not this command's concern
+            warnings.simplefilter("ignore")
+            newest = latest_checkpoint(folder.parent)
         other = f"; the newest good checkpoint beside it is {newest}" if newest not in (None, folder) else ""
         raise ValueError(f"{folder} is damaged: {problem}{other}")
 

@@ -37,6 +37,7 @@ def report_command(
     """
     _console_logging()
     try:
+        check_bounds(entropy_floor=entropy_floor, kl_bound=kl_bound)
         paths = expand_runs(runs)
         check_out(out, overwrite)
         from ..reports.render import build_report
@@ -47,6 +48,16 @@ def report_command(
     except (*USER_ERRORS, ImportError) as err:  # ImportError: no matplotlib
         raise fail(err) from None
     _print_summary(report, out)
+
+
+def check_bounds(**bounds: float) -> None:
+    """The alarm lines drawn on the plots: finite and >= 0 (entropy and KL are never negative)."""
+    import math
+
+    for name, value in bounds.items():
+        if not (math.isfinite(value) and value >= 0):
+            raise ValueError(f"--{name} must be a finite number >= 0 (nats; the runs' {name}, 0.5 by default), "
+                             f"got {value}")
 
 
 def is_run(path: Path) -> bool:
@@ -94,14 +105,19 @@ def _print_summary(report: Any, out: Path) -> None:
     from rich.table import Table
 
     from ..reports.render import COLUMNS, fit_sentence, table_rows
+    from ..terminal import markup_safe, terminal_safe
 
     console = wide_console(240)  # a log file: whole run names, no wrap
     table = Table(title=f"grposcope report: {len(report.runs)} run(s)")
     for column in COLUMNS:
         table.add_column(column, no_wrap=column == "run")
     for row in table_rows(report):
-        table.add_row(*row)
+        table.add_row(*map(markup_safe, row))  # a run's name is a folder's name: any text
     console.print(table)
     if report.fit is not None:
         typer.echo(fit_sentence(report.fit))
-    typer.echo(f"wrote {len(report.plots) + (report.fit is not None)} plot(s), report.md and report.html to {out}")
+    for run in report.runs:  # also under Notes in report.md and report.html
+        for note in run.notes:
+            typer.echo(terminal_safe(f"note: {run.name}: {note}"))
+    typer.echo(terminal_safe(f"wrote {len(report.plots) + (report.fit is not None)} plot(s), report.md and "
+                             f"report.html to {out}"))

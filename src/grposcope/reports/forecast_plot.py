@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from .forecast import CLOSED_FORM, Forecast
-from .plots import pyplot
+from .plots import as_text, pyplot
 
 
 def plot_forecast(result: Forecast, path: Any, title: str) -> None:
@@ -18,7 +18,7 @@ def plot_forecast(result: Forecast, path: Any, title: str) -> None:
     _plot_acr(left, result)
     _plot_costs(middle, result)
     _plot_pass_rates(right, result.counts)
-    fig.suptitle(title, fontsize=10)
+    fig.suptitle(as_text(title), fontsize=10)  # the title names a file, which may hold a $
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -41,6 +41,14 @@ def pyplot(needed_by: str = "grposcope report") -> Any:
     return plt
 
 
+def as_text(name: str) -> str:
+    """`name` (a run's folder name, a title) as matplotlib draws it literally: `$...$` would be read as
+    mathtext (a parse error, or another text drawn), and a label that starts with `_` would be left out of
+    the legend. Dollars are escaped; a leading `_` gets a zero-width space in front."""
+    text = name.replace("$", r"\$")
+    return "\u200b" + text if text.startswith("_") else text
+
+
 def trailing_mean(values: list[float], window: int) -> list[float]:
     """Mean of the last `window` finite values up to each position (NaNs skipped; NaN until one is seen)."""
     out, kept = [], []
@@ -121,7 +129,7 @@ class Canvas:
         handles, labels = ax.get_legend_handles_labels()  # lines labelled "" or "_..." are left out
         handles += extra or []
         labels += [h.get_label() for h in extra or []]
-        labels = [label if len(label) <= LEGEND_CHARS else label[:LEGEND_CHARS - 1] + "\u2026" for label in labels]
+        labels = [label if len(label) <= LEGEND_CHARS else _cut(label) for label in labels]
         if handles:
             ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
 
@@ -145,6 +153,12 @@ class Canvas:
         return f"solid: mean of the last {self.window} steps; faint: each step" if self.window > 1 else "each step"
 
 
+def _cut(label: str) -> str:
+    """A legend label shortened to LEGEND_CHARS with an ellipsis, never between the two characters of `\\$`."""
+    cut = label[:LEGEND_CHARS - 1]
+    return (cut[:-1] if cut.endswith("\\") and label[len(cut)] == "$" else cut) + "\u2026"
+
+
 def draw_all(runs: list[Run], out: Path, entropy_floor: float, kl_bound: float) -> list[tuple[str, str]]:
     """Every plot of the report into `out`; returns (file name, caption) of each PNG written, in order."""
     canvas = Canvas(runs, out)
@@ -163,7 +177,7 @@ def draw_all(runs: list[Run], out: Path, entropy_floor: float, kl_bound: float) 
 def plot_acr(canvas: Canvas) -> None:
     fig, (ax,) = canvas.new()
     for run in canvas.runs:
-        canvas.series(ax, run, "collapse/acr", run.name)
+        canvas.series(ax, run, "collapse/acr", as_text(run.name))
         canvas.series(ax, run, "collapse/acr_post", "", linestyle="--", raw=False)
     ax.set_ylim(-0.02, 1.02)
     ax.set_ylabel("fraction of groups")
@@ -190,7 +204,7 @@ def plot_collapse_split(canvas: Canvas) -> None:
                      labels=("all wrong (too hard)", "all correct (too easy)"))
         ax.set_ylim(0, 1)
         ax.set_ylabel("groups", fontsize=8)
-        ax.set_title(run.name, fontsize=9, loc="left")
+        ax.set_title(as_text(run.name), fontsize=9, loc="left")
         canvas.step_axis(ax, label=ax is axes[-1])
     axes[0].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     smoothing = f", each a mean of the last {canvas.window} steps" if canvas.window > 1 else ""
@@ -208,7 +222,7 @@ def _at(run: Run, name: str, steps: list[int]) -> list[float]:
 def plot_metric(canvas: Canvas, name: str, file: str, ylabel: str, title: str,
                 floor: tuple[float, str] | None = None) -> None:
     fig, (ax,) = canvas.new()
-    drawn = [canvas.series(ax, run, name, run.name) for run in canvas.runs]
+    drawn = [canvas.series(ax, run, name, as_text(run.name)) for run in canvas.runs]
     if not any(drawn):
         canvas.plt.close(fig)
         return
@@ -227,7 +241,7 @@ def plot_accuracy(canvas: Canvas) -> None:
     for run in canvas.runs:
         steps, values = run.accuracy_points()
         if steps:
-            ax.plot(steps, values, marker="o", markersize=4, color=canvas.color(run), label=run.name)
+            ax.plot(steps, values, marker="o", markersize=4, color=canvas.color(run), label=as_text(run.name))
             drawn = True
     if not drawn:
         canvas.plt.close(fig)
@@ -246,8 +260,8 @@ def plot_sampler_cost(canvas: Canvas) -> None:
         return
     fig, (top, bottom) = canvas.new(rows=2, height=5.6)
     for run in runs:
-        canvas.series(top, run, "sampler/samples_generated", run.name, raw=False)
-        canvas.series(bottom, run, "sampler/tokens_generated", run.name, raw=False)
+        canvas.series(top, run, "sampler/samples_generated", as_text(run.name), raw=False)
+        canvas.series(bottom, run, "sampler/tokens_generated", as_text(run.name), raw=False)
     top.set_ylabel("samples generated / step")
     bottom.set_ylabel("tokens generated / step")
     top.set_ylim(bottom=0)
@@ -281,4 +295,4 @@ def plot_regression(runs: list[Run], x: list[float], y: list[float], fit: Fit, o
     return "regression.png"
 
 
-__all__ = ["ALARMS", "draw_all", "plot_regression", "pyplot", "trailing_mean"]
+__all__ = ["ALARMS", "as_text", "draw_all", "plot_regression", "pyplot", "trailing_mean"]

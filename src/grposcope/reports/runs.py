@@ -95,8 +95,12 @@ def _grposcope_run(metrics_path: Path, name: str) -> Run:
     records = read_metrics(metrics_path)
     if not records:
         raise ValueError(f"{metrics_path} has no steps yet; report a run after its first logged step")
-    steps, series = _columns(records, lambda key: key)
-    run = Run(name, metrics_path.parent, "grposcope", steps, series)
+    for i, record in enumerate(records):
+        if not _is_step(record["step"]):
+            raise _bad_step(record["step"], metrics_path, f"line {_line_of(metrics_path, i)}")
+        record["step"] = int(record["step"])
+    steps, series, odd = _columns(records, lambda key: key)
+    run = Run(name, metrics_path.parent, "grposcope", steps, series, notes=_odd_notes(odd, metrics_path))
     summary = metrics_path.parent / "summary.json"
     if summary.is_file():
         figures = _read_json(summary)
@@ -127,16 +131,20 @@ def _trl_run(state_path: Path, name: str) -> Run:
     history = state.get("log_history") if isinstance(state, dict) else None
     if not isinstance(history, list):
         raise ValueError(f"{state_path} has no log_history list; is it a transformers trainer_state.json?")
+    bad = [(i, r["step"]) for i, r in enumerate(history) if isinstance(r, dict) and not _is_step(r.get("step", 0))]
+    if bad:
+        raise _bad_step(bad[0][1], state_path, f"log_history[{bad[0][0]}]")
+    history = [{**r, "step": int(r["step"])} if isinstance(r, dict) and "step" in r else r for r in history]
     train = [r for r in history if isinstance(r, dict) and "step" in r and _is_train_record(r)]
     if not train:
         raise ValueError(f"{state_path} logged no training step yet (log_history has no record with a 'step' "
                          "and a reward or loss)")
-    steps, series = _columns(_merge_by_step(train), lambda key: TRL_NAMES.get(key, key))
-    run = Run(name, state_path.parent, "trl", steps, series)
+    steps, series, odd = _columns(_merge_by_step(train), lambda key: TRL_NAMES.get(key, key))
+    run = Run(name, state_path.parent, "trl", steps, series, notes=_odd_notes(odd, state_path))
     if not run.has("collapse/acr") and run.has(TRL_ZERO_STD):
         run.series["collapse/acr"] = list(run.series[TRL_ZERO_STD])
         run.notes.append("collapse/acr is TRL's frac_reward_zero_std (a stock TRL run)")
-    evals = {int(r["step"]): _number(r[TRL_EVAL_REWARD]) for r in history
+    evals = {r["step"]: _number(r[TRL_EVAL_REWARD]) for r in history
              if isinstance(r, dict) and "step" in r and _number(r.get(TRL_EVAL_REWARD)) is not None}
     if evals:
         run.series[ACCURACY] = [evals.get(s, math.nan) for s in steps]
@@ -155,22 +163,56 @@ def _merge_by_step(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One record per step: TRL may log a step's metrics in several records (train and eval)."""
     merged: dict[int, dict[str, Any]] = {}
     for record in records:
-        merged.setdefault(int(record["step"]), {}).update(record)
+        merged.setdefault(record["step"], {}).update(record)
     return [merged[step] for step in sorted(merged)]
 
 
-def _columns(records: list[dict[str, Any]], rename: Any) -> tuple[list[int], dict[str, list[float]]]:
-    """Records -> (steps, series): every numeric key a series, NaN where a record lacks it."""
-    steps = [int(r["step"]) for r in records]
+def _columns(records: list[dict[str, Any]], rename: Any) -> tuple[list[int], dict[str, list[float]], dict]:
+    """Records -> (steps, series, odd): every numeric key a series, NaN where a record lacks it; `odd` holds,
+    per name, the values that are not numbers (a string, a list): {name: [(step, value), ...]}."""
+    steps = [r["step"] for r in records]
     names = list(dict.fromkeys(rename(k) for r in records for k, v in r.items()
                                if k not in ("step", "time") and _number(v) is not None))
     series = {name: [math.nan] * len(records) for name in names}
+    odd: dict[str, list[tuple[int, Any]]] = {}
     for i, record in enumerate(records):
         for key, value in record.items():
             number = _number(value) if key not in ("step", "time") else None
             if number is not None:
                 series[rename(key)][i] = number
-    return steps, series
+            elif key not in ("step", "time") and value is not None:
+                odd.setdefault(rename(key), []).append((record["step"], value))
+    return steps, series, odd
+
+
+def _odd_notes(odd: dict[str, list[tuple[int, Any]]], path: Path) -> list[str]:
+    """A note per metric that had values that are not numbers: which, where, and how many."""
+    notes = []
+    for name, found in odd.items():
+        step, value = found[0]
+        shown = json.dumps(value)
+        shown = shown if len(shown) <= 40 else shown[:39] + "\u2026"
+        notes.append(f"{name} has {len(found)} value(s) that are not numbers in {path} (the first: {shown} at "
+                     f"step {step}); they are read as not logged (n/a in the table, gaps in the plots)")
+    return notes
+
+
+def _is_step(value: Any) -> bool:
+    return (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, float)
+                                                                         and value.is_integer())
+
+
+def _bad_step(value: Any, path: Path, where: str) -> ValueError:
+    """The error for a record whose step is not a whole number, naming the file and the record."""
+    return ValueError(f"{path}: {where} has step {json.dumps(value)}; a step must be a whole number (the "
+                      "optimizer step it was logged at): fix or remove that record")
+
+
+def _line_of(path: Path, index: int) -> int:
+    """The line number of the `index`-th record of a JSON-lines file (blank lines hold no record)."""
+    lines = path.read_text(encoding="utf-8").split("\n")
+    numbers = [number for number, line in enumerate(lines, start=1) if line.strip()]
+    return numbers[index] if index < len(numbers) else index + 1
 
 
 def _number(value: Any) -> float | None:
