@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 import sys
+import warnings
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -46,4 +48,19 @@ def wide_console(width: int = 120) -> Any:
 
 def _console_logging() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    if warnings.formatwarning is not _format_warning:
+        _python_format[:] = [warnings.formatwarning]
+        warnings.formatwarning = _format_warning
+
+
+_PACKAGE = str(Path(__file__).resolve().parents[1])
+_python_format: list[Any] = []
+
+
+def _format_warning(message, category, filename, lineno, line=None) -> str:
+    """grposcope's own warnings (notes on what a run set aside or skipped) as one `warning: ...` line; the
+    source line Python adds means nothing to a user. Other libraries' warnings keep Python's format."""
+    if str(Path(filename).resolve()).startswith(_PACKAGE):
+        return f"warning: {terminal_safe(message)}\n"
+    return _python_format[0](message, category, filename, lineno, line)
 

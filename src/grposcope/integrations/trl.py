@@ -13,7 +13,10 @@ What the subclass changes in TRL's `GRPOTrainer` (docs/integrations.md):
   they reach W&B, TensorBoard and `trainer.state.log_history` with TRL's `reward` and `kl`;
 - an optimizer step whose micro-batches carry no signal on any process (every advantage 0, beta 0, no entropy
   bonus or router loss) is not taken (`skip_no_signal_steps`, on by default): AdamW would replay its momentum.
-Everything else (generation, reward calls, the loss, `frac_reward_zero_std`) is TRL's.
+Before TRL starts: `reward_funcs` strings that TRL would fetch from the hub are refused and each function's
+calls are checked (trl_rewards); the model folder's generation_config.json fields TRL leaves unset are set
+aside (grposcope.rollout.model_defaults). Everything else (generation, reward calls, the loss,
+`frac_reward_zero_std`) is TRL's.
 
 TRL has no advantage hook in the tested versions, so this overrides private methods; the import refuses a TRL
 outside the tested range (GRPOSCOPE_ALLOW_UNTESTED_TRL=1 lets it try) and checks that they exist.
@@ -60,11 +63,13 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR  # noqa: E402
 from ..core.diagnostics import CollapseMonitor, alarm_window, collapse_metrics  # noqa: E402
 from ..core.losses import carries_signal  # noqa: E402
 from ..rewards.scorer import combine, none_frac  # noqa: E402
+from ..rollout.model_defaults import neutralise  # noqa: E402
 from ..sampling.base import ScoredDraw  # noqa: E402
 from ..sampling.stream import PromptStream  # noqa: E402
 from ..trainer.options import build  # noqa: E402
 from . import trl_batch  # noqa: E402
 from .trl_config import GRPOConfig  # noqa: E402
+from .trl_rewards import prepare_reward_funcs  # noqa: E402
 
 _missing = [name for name in OVERRIDDEN if not callable(getattr(trl.GRPOTrainer, name, None))]
 if _missing:
@@ -72,6 +77,10 @@ if _missing:
                       f"overrides: install 'trl{TRL_TESTED}'")
 
 STATE_FILE = "grposcope_state.pt"  # in each TRL checkpoint folder: estimator, sampler, monitor, refill stream
+# What sets the generation fields TRL passes itself (for the note when a model folder's value is overridden)
+TRL_OPTIONS = {"do_sample": "TRL: it samples", "max_new_tokens": "max_completion_length",
+               **{name: f"the {name} option" for name in ("temperature", "top_p", "top_k", "min_p",
+                                                          "repetition_penalty", "cache_implementation")}}
 
 
 class GRPOTrainer(trl.GRPOTrainer):
@@ -89,6 +98,9 @@ class GRPOTrainer(trl.GRPOTrainer):
         if not isinstance(args, GRPOConfig):
             raise TypeError(f"args is {type(args).__module__}.{type(args).__name__}; pass grposcope's config: "
                             "from grposcope.integrations.trl import GRPOConfig")
+        # before any model loads: a string TRL would fetch from the hub is refused, and a failing function
+        # names itself and the sample (trl_rewards)
+        reward_funcs = prepare_reward_funcs(reward_funcs)
         if isinstance(model, str) and model.startswith("embedded:"):
             from ..models import load_model
 
@@ -104,6 +116,10 @@ class GRPOTrainer(trl.GRPOTrainer):
             if not hasattr(self, name):
                 raise ImportError(f"this TRL's GRPOTrainer has no {name}, which grposcope reads: install "
                                   f"'trl{TRL_TESTED}'")
+        if getattr(self, "generation_config", None) is not None:  # TRL's transformers generation (not vLLM)
+            # what TRL leaves unset, generate() takes from the model folder's generation_config.json
+            # (num_beams: 3 would run beam search): set aside and noted as in grposcope's own rollout
+            neutralise(self.model, self.generation_config, TRL_OPTIONS)
         self.estimator = build(args, "advantage_estimator")
         self.sampler = build(args, "sampler")
         window = alarm_window(args.max_steps)  # TRL's max_steps; -1 (epochs): the paper's 50 steps

@@ -152,6 +152,7 @@ def load_local_model(path: str | Path, *, dtype: Any = torch.float32, trust_remo
             "save them there with model.save_pretrained(path), or pass the folder that holds them"
         )
     _check_config(path)
+    _check_generation_config(path)
     try:
         return AutoModelForCausalLM.from_pretrained(
             path,
@@ -188,6 +189,43 @@ def _check_config(path: Path) -> None:
         problem = " ".join(str(err).split())
         raise ValueError(f"{path / 'config.json'}: {problem}; fix the value, or save the model again with "
                          "model.save_pretrained(path)") from None
+
+
+def _check_generation_config(path: Path) -> None:
+    """generation_config.json, if any, is JSON whose values transformers accepts: transformers' own errors
+    name no file (`max_new_tokens: -1` raised from deep inside from_pretrained), and a file that is not JSON
+    it skips without a word. Which fields a rollout then uses: grposcope.rollout.model_defaults."""
+    from transformers import GenerationConfig
+
+    file = path / "generation_config.json"
+    if not file.is_file():
+        return
+    try:
+        data = json.loads(file.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as err:
+        raise ValueError(f"{file}: not valid JSON ({err}); fix it, or save the model again with "
+                         "model.save_pretrained(path)") from None
+    try:
+        GenerationConfig.from_pretrained(path, local_files_only=True)
+    except (TypeError, ValueError, AttributeError) as err:
+        problem = " ".join(str(err).split()).rstrip(".")
+        field = _failing_field(data) if isinstance(data, dict) else None
+        where = f"{field}={data[field]!r}: " if field is not None else ""
+        raise ValueError(f"{file}: {where}{problem}; fix the value, or delete the field from that file (grposcope "
+                         "draws completions with the run's own settings)") from None
+
+
+def _failing_field(data: dict) -> str | None:
+    """The first field transformers refuses on its own ("'<=' not supported ..." names none); None if only a
+    combination fails (transformers' message then names the fields)."""
+    from transformers import GenerationConfig
+
+    for field, value in data.items():
+        try:
+            GenerationConfig.from_dict({field: value})
+        except (TypeError, ValueError, AttributeError):
+            return field
+    return None
 
 
 def _damaged_weights(path: Path, err: Exception) -> str:

@@ -319,14 +319,7 @@ class RewardScorer:
         """Raises `RewardFunctionError` ("raise"), or warns once per function ("zero")."""
         if self.reward_errors == "zero" and name in self._warned:
             return
-        shown = 0 if failure.index is None else failure.index
-        n = len(batch)
-        where = f"sample {shown}" if failure.index is not None else f"the whole call of {n} samples"
-        message = (
-            f"reward function {name!r} {failure.problem} [{where}].\n"
-            f"  prompt[{shown}]: {_clip(_show(batch.prompts[shown]))!r}\n"
-            f"  completion[{shown}]: {_clip(_show(batch.completions[shown]))!r}\n"
-        )
+        message = failure_message(name, failure.problem, failure.index, batch.prompts, batch.completions)
         if self.reward_errors == "raise":
             message += f"Fix: {failure.fix}; {_ZERO_HINT}."
             error = RewardFunctionError(message, function=name, problem=failure.problem, index=failure.index)
@@ -338,6 +331,20 @@ class RewardScorer:
             message, "that sample" if failure.index is not None and len(failure.indices) == 1 else "the call",
             name, failure.fix,
         )
+
+
+def failure_message(name: str, problem: str, index: int | None, prompts: Sequence[Any],
+                    completions: Sequence[Any]) -> str:
+    """What a failing reward function did, and the sample it did it on (the first of the call when the whole
+    call failed): the head of a RewardFunctionError's message, before its "Fix: ..." line."""
+    shown = 0 if index is None else index
+    where = f"sample {shown}" if index is not None else f"the whole call of {len(completions)} samples"
+    message = f"reward function {name!r} {problem} [{where}].\n"
+    if shown < len(completions):
+        prompt = _show(prompts[shown]) if shown < len(prompts) else "?"
+        message += (f"  prompt[{shown}]: {_clip(prompt)!r}\n"
+                    f"  completion[{shown}]: {_clip(_show(completions[shown]))!r}\n")
+    return message
 
 
 def _check_batch(prompts: Sequence[Any], completions: Sequence[Any], columns: dict[str, list]) -> int:

@@ -9,6 +9,7 @@ import torch
 from . import ROLLOUTS
 from .base import Rollout, RolloutBackend, SamplingParams, completion_mask, concat
 from .kv_cache import reserve, reserved_cache
+from .model_defaults import ModelDefaults
 from .options import check_generation_kwargs
 
 
@@ -25,6 +26,8 @@ class TransformersRollout(RolloutBackend):
         self.max_prompt_length, self.batch_size = max_prompt_length, batch_size
         self.prompts_cut = 0  # prompts longer than max_prompt_length so far (`prompt/truncated_frac`)
         self.eos_ids = _eos_ids(model, tokenizer)
+        # what the model folder's generation_config.json would change in generate() is set aside, noted
+        self.model_defaults = ModelDefaults(model)
         if tokenizer.pad_token_id is None:
             raise ValueError("the tokenizer has no pad token: set tokenizer.pad_token = tokenizer.eos_token")
 
@@ -33,7 +36,7 @@ class TransformersRollout(RolloutBackend):
         """G completions of each prompt; group j is rows j*G .. j*G+G-1."""
         # `params.extra` reaches generate() as keywords: checked here too, whoever built it (a config checks
         # its generation_kwargs when it is made, but SamplingParams is public and a config field can be reset)
-        extra = check_generation_kwargs(dict(params.extra), params.max_completion_length)
+        extra = check_generation_kwargs(dict(params.extra), params.max_completion_length, _vocab_size(self.model))
         params = dataclasses.replace(params, extra=tuple(extra.items()))  # as generate() takes them (floats)
         per_call = max(1, (self.batch_size or len(prompts) * num_generations) // num_generations)
         parts = [
@@ -57,15 +60,11 @@ class TransformersRollout(RolloutBackend):
             "do_sample": True, "temperature": params.temperature, "top_p": params.top_p, "top_k": params.top_k,
         }
         sampling.update(params.extra)  # generation_kwargs win over top_p / top_k, as in TRL (and its docs say)
+        sampling.update(max_new_tokens=params.max_completion_length, pad_token_id=tok.pad_token_id,
+                        eos_token_id=self.eos_ids, use_cache=True)
         out = self.model.generate(
-            input_ids=ids,
-            attention_mask=mask,
-            past_key_values=cache,
-            max_new_tokens=params.max_completion_length,
-            pad_token_id=tok.pad_token_id,
-            eos_token_id=self.eos_ids,
-            use_cache=True,
-            **sampling,
+            input_ids=ids, attention_mask=mask, past_key_values=cache,
+            **self.model_defaults.overrides(sampling), **sampling,
         )  # (B*G, P + T'), T' <= max_completion_length
         completion_ids = out[:, ids.shape[1] :]  # (B*G, T')
         cmask, truncated = completion_mask(completion_ids, self.eos_ids)
@@ -90,6 +89,17 @@ class TransformersRollout(RolloutBackend):
         )
         reserve(cache, g, capacity)  # (B, ...) -> (B*G, ...)
         return cache
+
+
+def _vocab_size(model) -> int | None:
+    """Entries of the model's logits, the token ids generate() can see; None when unknown."""
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    weight = getattr(head, "weight", None)
+    if isinstance(weight, torch.Tensor) and weight.dim() == 2:
+        return int(weight.shape[0])  # (V, hidden)
+    config = getattr(model, "config", None)
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    return getattr(text, "vocab_size", None)
 
 
 def _eos_ids(model, tokenizer) -> list[int]:

@@ -122,13 +122,14 @@ REFUSED_BECAUSE = {
 }
 
 
-def check_generation_kwargs(kwargs: Mapping[str, Any] | None,
-                            max_completion_length: int | None = None) -> dict[str, Any] | None:
+def check_generation_kwargs(kwargs: Mapping[str, Any] | None, max_completion_length: int | None = None,
+                            vocab_size: int | None = None) -> dict[str, Any] | None:
     """`generation_kwargs` checked against the allow-list; returns them as a new dict (numbers normalised,
     e.g. repetition_penalty 2 -> 2.0), or None for None.
 
     Raises ValueError naming the first refused key (and the allowed ones) or bad value, InputTypeError when
-    `kwargs` is no mapping. With `max_completion_length`, a min_new_tokens above it is refused too.
+    `kwargs` is no mapping. With `max_completion_length`, a min_new_tokens above it is refused too; with
+    `vocab_size` (the model's, known to the generation backend), a token id outside the vocabulary.
     """
     if kwargs is None:
         return None
@@ -152,4 +153,19 @@ def check_generation_kwargs(kwargs: Mapping[str, Any] | None,
         raise ValueError(f"generation_kwargs: min_new_tokens={minimum} is more than max_completion_length="
                          f"{max_completion_length}, so no completion could end; lower it or raise "
                          "max_completion_length")
+    if vocab_size is not None:
+        _check_token_ids(checked, vocab_size)
     return checked
+
+
+def _check_token_ids(checked: Mapping[str, Any], vocab_size: int) -> None:
+    """Token ids the model does not have: transformers refuses them in bad_words_ids (in words of its own), but
+    in suppress_tokens and begin_suppress_tokens it looks the vocabulary up in the list, so that an id past the
+    vocabulary suppresses nothing, without a word (transformers 5.23's SuppressTokensLogitsProcessor)."""
+    for key in ("bad_words_ids", "suppress_tokens", "begin_suppress_tokens"):
+        ids = checked.get(key) or []
+        outside = sorted({i for item in ids for i in (item if isinstance(item, list) else [item]) if i >= vocab_size})
+        if outside:
+            raise ValueError(f"generation_kwargs: {key} holds token id(s) {', '.join(map(str, outside[:5]))}, "
+                             f"outside the model's vocabulary of {vocab_size} (ids 0 to {vocab_size - 1}); look "
+                             "the ids up with the model's tokenizer, e.g. tokenizer.convert_tokens_to_ids(...)")
