@@ -124,7 +124,7 @@ def simulated(steps: int) -> list[dict]:
     rows = [run(*spec) for spec in SIM_RUNS]
     ada = next(r for r in rows if r["run"] == "reinforce_ada")
     budget = int(round(ada["samples_per_step"]))
-    rows.append(run(f"budgeted, budget {budget}", "budgeted", "grpo", {"budget": budget}))
+    rows.append(run(f"budgeted, budget {budget}", "budgeted", "grpo", {"sample_budget": budget}))
     fixed_total = next(r for r in rows if r["run"] == "fixed")["samples_generated"]
     for row in rows:  # accuracy once `fixed`'s whole spend was generated (or at the end, if sooner)
         history = row.pop("history")

@@ -129,8 +129,9 @@ SIM_METHODS: dict[str, tuple[str, dict, str, dict]] = {
     "reinforce_ada-balance": ("reinforce_ada", {"exit_rule": "balance"}, "grpo", {}),
     "reinforce_ada-pos": ("reinforce_ada", {"exit_rule": "pos"}, "grpo", {}),
     "budgeted": ("budgeted", {}, "grpo", {}),
-    **{f"avspo-{s}": ("fixed", {}, "avspo", {"strategy": s}) for s in ("uniform", "fixed", "exp_decay", "opposite")},
-    **{f"avspo-tau{t}": ("fixed", {}, "avspo", {"adaptive_threshold": False, "tau_init": t})
+    **{f"avspo-{s}": ("fixed", {}, "avspo", {"virtual_sample_strategy": s})
+       for s in ("uniform", "fixed", "exp_decay", "opposite")},
+    **{f"avspo-tau{t}": ("fixed", {}, "avspo", {"acr_threshold_adaptive": False, "acr_threshold_init": t})
        for t in (0.3, 0.5, 0.7)},
 }
 SIM_SEEDS = tuple(range(10))

@@ -30,14 +30,14 @@ def test_grpo_group_scale_hand_computed():
 
 
 def test_grpo_population_std_and_zero_eps():
-    out = advantages.make("grpo", unbiased=False, eps=0.0)(torch.tensor([[1.0, 0.0, 0.0, 0.0]]))
+    out = advantages.make("grpo", advantage_std_unbiased=False, advantage_eps=0.0)(torch.tensor([[1.0, 0.0, 0.0, 0.0]]))
     # std_pop = sqrt((0.5625 + 3 * 0.0625) / 4) = sqrt(0.1875) = 0.4330127; 0.75 / 0.4330127 = 1.7320508
     close(out.advantages, [[1.7320508, -0.5773503, -0.5773503, -0.5773503]])
 
 
 def test_grpo_batch_scale_hand_computed():
     rewards = torch.tensor([[1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0]])
-    out = advantages.make("grpo", scale="batch")(rewards)
+    out = advantages.make("grpo", scale_rewards="batch")(rewards)
     # all 8 rewards: 3 ones, 5 zeros, mean 0.375; std_unb = sqrt((3 * 0.625^2 + 5 * 0.375^2) / 7)
     #   = sqrt(1.875 / 7) = 0.5175492; denominator 0.5176492; group means stay 0.25 and 0.5
     #   0.75 / d = 1.4488577, -0.25 / d = -0.4829526, 0.5 / d = 0.9659052
@@ -48,7 +48,7 @@ def test_grpo_batch_scale_hand_computed():
 def test_grpo_none_and_dr_grpo_only_centre():
     rewards = torch.tensor([[1.0, 0.0, 0.0, 0.0]])  # mean 0.25
     expected = [[0.75, -0.25, -0.25, -0.25]]
-    close(advantages.make("grpo", scale="none")(rewards).advantages, expected)
+    close(advantages.make("grpo", scale_rewards="none")(rewards).advantages, expected)
     close(advantages.make("dr_grpo")(rewards).advantages, expected)
 
 
@@ -70,7 +70,7 @@ def test_pool_baseline_hand_computed():
 def test_pool_without_pool_is_the_group_and_single_reward_pool_has_zero_std():
     rewards = torch.tensor([[1.0, 0.0, 0.0, 0.0]])
     close(advantages.make("pool")(rewards).advantages, [[0.75, -0.25, -0.25, -0.25]])
-    out = advantages.make("pool", pool_std=True, eps=0.5)(torch.tensor([[1.0]]), pool=[torch.tensor([0.0])])
+    out = advantages.make("pool", pool_std=True, advantage_eps=0.5)(torch.tensor([[1.0]]), pool=[torch.tensor([0.0])])
     close(out.advantages, [[2.0]])  # (1 - 0) / (0 + 0.5)
     with pytest.raises(ValueError, match="pool has 2 prompts but rewards has 1"):
         advantages.make("pool")(rewards, pool=[torch.ones(3), torch.ones(3)])
@@ -140,7 +140,7 @@ def test_avspo_estimator_reproduces_worked_example():
     # 5 groups of 8: one all wrong, four mixed -> ACR 0.2 = signal on step 1 > tau 0.1 -> K = 4
     rewards = torch.zeros(5, 8)
     rewards[1:, 0] = 1.0
-    est = advantages.make("avspo", all_wrong_max_share=None, tau_init=0.1)
+    est = advantages.make("avspo", all_wrong_max_share=None, acr_threshold_init=0.1)
     out = est(rewards)
     close(out.advantages[0], [-0.5920836] * 8)
     # mixed groups keep their grpo advantages: mean 0.125, std_unb = sqrt((0.875^2 + 7 * 0.125^2) / 7)
@@ -181,12 +181,12 @@ def test_avspo_adaptive_threshold_hand_computed():
 
 
 def test_avspo_fixed_threshold_and_clipping():
-    est = advantages.make("avspo", all_wrong_max_share=None, adaptive_threshold=False)
+    est = advantages.make("avspo", all_wrong_max_share=None, acr_threshold_adaptive=False)
     for r in (torch.zeros(2, 2), torch.tensor([[1.0, 0.0]] * 2), torch.zeros(2, 2)):
         est(r)
     assert est.tau == 0.5
     # eta 1 jumps straight to the signal, then clips
-    est = advantages.make("avspo", all_wrong_max_share=None, tau_init=0.1, eta=1.0)
+    est = advantages.make("avspo", all_wrong_max_share=None, acr_threshold_init=0.1, acr_threshold_eta=1.0)
     est(torch.zeros(2, 2))  # signal 1, J = 0
     est(torch.ones(2, 2))  # signal 1, J = 0.1 rose: tau = 0.1 + 1 * (1 - 0.1) = 1 -> clipped to 0.9
     assert est.tau == pytest.approx(0.9)
@@ -195,10 +195,12 @@ def test_avspo_fixed_threshold_and_clipping():
 def test_avspo_state_round_trip_continues_identically():
     torch.manual_seed(0)
     batches = [(torch.rand(4, 4) < 0.2).float() for _ in range(10)]
-    straight = advantages.make("avspo", all_wrong_max_share=None, strategy="uniform", tau_init=0.1, seed=7)
+    straight = advantages.make("avspo", all_wrong_max_share=None, virtual_sample_strategy="uniform",
+                                acr_threshold_init=0.1, seed=7)
     for r in batches[:5]:
         straight(r)
-    resumed = advantages.make("avspo", all_wrong_max_share=None, strategy="uniform", tau_init=0.1, seed=999)
+    resumed = advantages.make("avspo", all_wrong_max_share=None, virtual_sample_strategy="uniform",
+                               acr_threshold_init=0.1, seed=999)
     resumed.load_state_dict(straight.state_dict())
     for r in batches[5:]:
         a, b = straight(r), resumed(r)
@@ -212,9 +214,9 @@ def test_unknown_names_list_the_known_ones():
     with pytest.raises(ValueError, match="unknown advantage estimator 'gpro'; known: avspo, dr_grpo, grpo, pool, rloo"):
         advantages.make("gpro")
     with pytest.raises(ValueError, match="known: stratified, uniform, fixed, exp_decay, opposite"):
-        advantages.make("avspo", strategy="random")
+        advantages.make("avspo", virtual_sample_strategy="random")
     with pytest.raises(ValueError, match="known: group, batch, none"):
-        advantages.make("grpo", scale="global")
+        advantages.make("grpo", scale_rewards="global")
 
 
 def test_unknown_parameter_names_the_signature():

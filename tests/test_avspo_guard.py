@@ -16,10 +16,10 @@ def test_an_all_wrong_batch_is_pushed_down_by_the_paper_and_left_alone_by_the_gu
     # 0.45 / 16 = 0.028125; squares: 8 * 0.028125^2 + sum_k (v_k - 0.028125)^2 = 0.0063281 + 0.0128906
     # = 0.0192188; std_unb = sqrt(0.0192188 / 15) = 0.0357946; A = -0.028125 / (0.0357946 + 1e-4) = -0.78355.
     rewards = torch.zeros(2, 8)
-    paper = advantages.make("avspo", ema_lambda=0.0, all_wrong_max_share=None)(rewards)
+    paper = advantages.make("avspo", acr_ema_lambda=0.0, all_wrong_max_share=None)(rewards)
     assert paper.advantages.flatten().tolist() == pytest.approx([-0.78355] * 16, abs=1e-4)
     assert paper.metrics["avspo/all_wrong_share"] == 1.0 and paper.metrics["avspo/all_wrong_scale"] == 1.0
-    guarded = advantages.make("avspo", ema_lambda=0.0, all_wrong_max_share=0.5)(rewards)
+    guarded = advantages.make("avspo", acr_ema_lambda=0.0, all_wrong_max_share=0.5)(rewards)
     assert torch.equal(guarded.advantages, torch.zeros(2, 8))  # nothing else in the step: no update, as GRPO
     assert guarded.metrics["avspo/all_wrong_share"] == 1.0 and guarded.metrics["avspo/all_wrong_scale"] == 0.0
 
@@ -32,18 +32,18 @@ def test_beside_a_mixed_group_the_guard_scales_the_all_wrong_share_down_to_its_b
     # A = -0.025 / 0.0357563 = -0.69918. W = 8 * 0.69918 = 5.59344, R = 2.47417 + 7 * 0.35345 = 4.94832,
     # share = W / (W + R) = 0.53060 > 0.5: f = 0.5 / 0.5 * R / W = 0.88467, A = -0.69918 * f = -0.61854.
     rewards = torch.tensor([[0.0] * 8, [1.0] + [0.0] * 7])
-    paper = advantages.make("avspo", ema_lambda=0.0, tau_init=0.3, all_wrong_max_share=None)(rewards)
+    paper = advantages.make("avspo", acr_ema_lambda=0.0, acr_threshold_init=0.3, all_wrong_max_share=None)(rewards)
     assert paper.advantages[0].tolist() == pytest.approx([-0.69918] * 8, abs=1e-4)
     assert paper.advantages[1, :2].tolist() == pytest.approx([2.47417, -0.35345], abs=1e-4)
     assert paper.metrics["avspo/all_wrong_share"] == pytest.approx(0.53060, abs=1e-4)
-    guarded = advantages.make("avspo", ema_lambda=0.0, tau_init=0.3, all_wrong_max_share=0.5)(rewards)
+    guarded = advantages.make("avspo", acr_ema_lambda=0.0, acr_threshold_init=0.3, all_wrong_max_share=0.5)(rewards)
     assert guarded.advantages[0].tolist() == pytest.approx([-0.61854] * 8, abs=1e-4)
     assert torch.equal(guarded.advantages[1], paper.advantages[1])  # the mixed group is untouched
     assert guarded.metrics["avspo/all_wrong_scale"] == pytest.approx(0.88467, abs=1e-4)
     wrong, mixed = torch.tensor([True, False]), torch.tensor([False, True])
     assert all_wrong_share(guarded.advantages, wrong, mixed) == pytest.approx(0.5, abs=1e-6)
     # below the bound nothing changes
-    same = advantages.make("avspo", ema_lambda=0.0, tau_init=0.3, all_wrong_max_share=0.6)(rewards)
+    same = advantages.make("avspo", acr_ema_lambda=0.0, acr_threshold_init=0.3, all_wrong_max_share=0.6)(rewards)
     assert torch.equal(same.advantages, paper.advantages) and same.metrics["avspo/all_wrong_scale"] == 1.0
 
 
@@ -55,11 +55,11 @@ def test_an_augmented_all_correct_group_is_no_counterweight():
     # counted; it does not (its push acts on near-certain tokens and hardly moves them), so the share is 1 and
     # the guard zeroes the all-wrong group while the all-correct one keeps its advantages.
     rewards = torch.tensor([[0.0] * 8, [1.0] * 8])
-    paper = advantages.make("avspo", ema_lambda=0.0, all_wrong_max_share=None)(rewards)
+    paper = advantages.make("avspo", acr_ema_lambda=0.0, all_wrong_max_share=None)(rewards)
     assert paper.advantages[0].tolist() == pytest.approx([-0.78355] * 8, abs=1e-4)
     assert paper.advantages[1].tolist() == pytest.approx([0.78549] * 8, abs=1e-4)
     assert paper.metrics["avspo/all_wrong_share"] == 1.0
-    guarded = advantages.make("avspo", ema_lambda=0.0, all_wrong_max_share=0.5)(rewards)
+    guarded = advantages.make("avspo", acr_ema_lambda=0.0, all_wrong_max_share=0.5)(rewards)
     assert torch.equal(guarded.advantages[0], torch.zeros(8))
     assert torch.equal(guarded.advantages[1], paper.advantages[1])
     assert guarded.metrics["avspo/all_wrong_scale"] == 0.0
@@ -67,7 +67,7 @@ def test_an_augmented_all_correct_group_is_no_counterweight():
 
 def test_all_correct_augmentation_is_not_bounded_and_bad_bounds_are_refused():
     # an all-correct group is pushed up, never scaled: the guard is about negative-only steps
-    out = advantages.make("avspo", ema_lambda=0.0, all_wrong_max_share=0.0)(torch.ones(1, 8))
+    out = advantages.make("avspo", acr_ema_lambda=0.0, all_wrong_max_share=0.0)(torch.ones(1, 8))
     assert (out.advantages > 0).all() and out.metrics["avspo/all_wrong_share"] == 0.0
     with pytest.raises(ValueError, match="all_wrong_max_share must be in \\[0, 1\\)"):
         advantages.make("avspo", all_wrong_max_share=1.0)

@@ -17,7 +17,7 @@ from grposcope import GRPOTrainer
 from grposcope import manifest as manifest_module
 from grposcope.cli import app
 from grposcope.core import losses
-from grposcope.trainer import checkpoint
+from grposcope.trainer import checkpoint, run_folder
 from grposcope.trainer.checkpoint import CheckpointError
 
 
@@ -34,12 +34,13 @@ def test_a_checkpoint_holds_weights_optimizer_scheduler_rngs_and_run_state(tmp_p
     names = {p.name for p in folder.iterdir()}
     assert {"model.safetensors", "config.json", "optimizer.pt", "scheduler.pt", "trainer_state.pt",
             "trainer_state.json", "manifest.json", "tokenizer.json"} <= names
-    assert checkpoint.verify(folder) is None
+    assert run_folder.verify(folder) is None
     state = torch.load(folder / "trainer_state.pt", weights_only=True)
     assert state["global_step"] == 2 and state["bad_steps"] == 0
     assert state["stream"] == {"epoch": 0, "position": 4}  # 2 steps x 2 prompts of the 6
     assert state["estimator"]["tau"] == trainer.estimator.tau  # AVSPO's adaptive threshold
     assert state["monitor"]["groups_seen"] == 4 and state["monitor"]["step"] == 2  # the ACR history
+    assert torch.equal(state["sampler"]["generator"], trainer.sampler.generator.get_state())  # its draws
     assert {"python", "numpy", "torch"} <= state["rng"].keys()
     info = json.loads((folder / "trainer_state.json").read_text())
     metrics_file = tmp_path / "run" / "metrics.jsonl"
@@ -92,7 +93,7 @@ def test_a_damaged_checkpoint_is_skipped_or_refused_with_the_reason(tmp_path, ti
     run = tmp_path / "run"
     corrupt(run / "checkpoint-2", how)
     with pytest.warns(RuntimeWarning, match=f"skipping .*checkpoint-2: .*{said}"):
-        assert checkpoint.latest_checkpoint(run) == run / "checkpoint-1"
+        assert run_folder.latest_checkpoint(run) == run / "checkpoint-1"
     with pytest.raises(CheckpointError, match=f"cannot resume from .*checkpoint-2.*{said}.*resume from .*checkpoint-1"):
         with pytest.warns(RuntimeWarning, match="skipping"):  # looking for the older one it suggests
             checkpoint.resolve(str(run / "checkpoint-2"), run)

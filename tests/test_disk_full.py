@@ -28,7 +28,7 @@ from grposcope import errors
 from grposcope.cli import app
 from grposcope.errors import UserError
 from grposcope.logging import jsonl
-from grposcope.trainer import checkpoint, disk_space
+from grposcope.trainer import checkpoint, disk_space, run_folder
 from grposcope.trainer.checkpoint import CheckpointError
 
 Usage = namedtuple("Usage", "total used free")
@@ -127,13 +127,13 @@ def test_a_write_that_fills_the_disk_keeps_everything_and_the_run_resumes(tmp_pa
     assert isinstance(info.value, errors.DiskFullError)
     assert "--resume" in str(info.value) and str(run / "checkpoint-1") in str(info.value)
     assert not list(run.glob(".tmp-*")) and not (run / "checkpoint-2").exists()  # nothing partial is left
-    assert checkpoint.verify(run / "checkpoint-1") is None  # the earlier checkpoint is intact
+    assert run_folder.verify(run / "checkpoint-1") is None  # the earlier checkpoint is intact
     assert steps(run) == [1, 2]  # and every logged step
     # once there is room again, --resume continues from checkpoint-1
     resumed = make_trainer(tmp_path, make_tiny(), tiny_tokenizer, save_steps=1, max_steps=3)
     resumed.train(resume_from_checkpoint=True)
     assert steps(run) == [1, 2, 3]
-    assert all(checkpoint.verify(run / f"checkpoint-{n}") is None for n in (1, 2, 3))
+    assert all(run_folder.verify(run / f"checkpoint-{n}") is None for n in (1, 2, 3))
 
 
 def test_the_final_model_on_a_full_disk_is_refused_the_same_way(tmp_path, tiny_llama, tiny_tokenizer, monkeypatch):
@@ -144,7 +144,7 @@ def test_the_final_model_on_a_full_disk_is_refused_the_same_way(tmp_path, tiny_l
         with pytest.raises(UserError, match=NO_SPACE.format(what=f"the final model {re.escape(str(run / 'model'))}")):
             trainer.train()
     assert not (run / "model").exists() and not list(run.glob(".tmp-*"))
-    assert steps(run) == [1, 2] and checkpoint.verify(run / "checkpoint-2") is None
+    assert steps(run) == [1, 2] and run_folder.verify(run / "checkpoint-2") is None
 
 
 def cli_options(tmp_path, tiny_model_dir) -> list[str]:
@@ -189,7 +189,7 @@ def test_a_run_with_no_checkpoint_yet_has_a_way_on_that_keeps_its_metrics(tmp_pa
     # with it, the run starts over and the dead run's metrics are kept beside the new ones
     make_trainer(tmp_path, make_tiny(), tiny_tokenizer, save_steps=2, max_steps=2, overwrite_output_dir=True).train()
     assert (run / "metrics.jsonl.1").read_bytes() == dead
-    assert steps(run) == [1, 2] and checkpoint.verify(run / "checkpoint-2") is None
+    assert steps(run) == [1, 2] and run_folder.verify(run / "checkpoint-2") is None
     # a second start-over keeps both earlier files
     make_trainer(tmp_path, make_tiny(), tiny_tokenizer, save_steps=2, max_steps=2, overwrite_output_dir=True).train()
     assert (run / "metrics.jsonl.1").read_bytes() == dead and (run / "metrics.jsonl.2").is_file()

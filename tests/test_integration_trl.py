@@ -213,6 +213,8 @@ def test_config_errors_name_the_fix(tmp_path):
         GRPOConfig(**settings(tmp_path), sampler="reinforce_ada")
     with pytest.raises(ValueError, match="known: "):
         GRPOConfig(**settings(tmp_path), advantage_estimator="nope")
+    with pytest.raises(ValueError, match="use_avspo=True conflicts with advantage_estimator='rloo'"):
+        GRPOConfig(**settings(tmp_path), use_avspo=True, advantage_estimator="rloo")
     with pytest.raises(ValueError, match="sum_then_normalize"):
         GRPOConfig(**settings(tmp_path), multi_objective_aggregation="normalize_then_sum")
     with pytest.raises(ValueError, match="all_wrong_max_share"):

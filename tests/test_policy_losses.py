@@ -70,9 +70,9 @@ def test_the_registry_builds_them_and_bad_bounds_are_refused():
     cispo = losses.POLICY_LOSSES.make("cispo")
     assert (cispo.eps_low, cispo.eps_high) == (None, 4.0)
     with pytest.raises(ValueError, match="gspo_epsilon must be in"):
-        losses.POLICY_LOSSES.make("gspo", eps_low=0.0)
+        losses.POLICY_LOSSES.make("gspo", gspo_epsilon=0.0)
     with pytest.raises(ValueError, match="cispo_epsilon_high > 0"):
-        losses.POLICY_LOSSES.make("cispo", eps_high=-1.0)
+        losses.POLICY_LOSSES.make("cispo", cispo_epsilon_high=-1.0)
 
 
 @pytest.mark.parametrize("name", ["gspo", "cispo"])

@@ -58,7 +58,8 @@ def test_all_equal_groups_are_always_counted_as_collapsed(c, b, g):
 @given(c=st.floats(0.0, 1.0, width=32), g=st.integers(2, 16), strategy=st.sampled_from(STRATEGIES))
 def test_triggered_avspo_gives_nonzero_advantage_with_the_right_sign(c, g, strategy):
     assume(not (strategy == "fixed" and c == 0.5))  # a fixed virtual value equal to c adds no spread
-    est = advantages.make("avspo", all_wrong_max_share=None, strategy=strategy, tau_init=0.1)
+    est = advantages.make("avspo", all_wrong_max_share=None, virtual_sample_strategy=strategy,
+                          acr_threshold_init=0.1)
     out = est(torch.full((2, g), c))  # every group collapsed: signal 1 > tau 0.1, so both are triggered
     assert out.metrics["avspo/frac_groups_augmented"] == 1.0
     if c >= 0.5:  # correct: every real sample is pushed up

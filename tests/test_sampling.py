@@ -63,6 +63,24 @@ def test_every_sampler_returns_g_samples_per_kept_prompt_that_point_at_what_was_
         assert selection.metrics["sampler/samples_kept"] == selection.rewards.numel(), name
 
 
+def test_every_selection_counts_the_completions_its_sampler_drew_kept_or_not():
+    # Selection.samples_generated is what max_samples counts: every completion asked of `draw` in the step
+    world = Synthetic([0.0, 0.3, 0.5, 0.7, 1.0] * 8, seed=2)
+    for name in SAMPLERS.names():
+        sampler = make(name, seed=0)
+        for _ in range(3):
+            world.calls.clear()
+            selection = sampler.sample(world.more(8), world.draw, world.more, 4)
+            drawn = sum(len(prompts) * n for prompts, n in world.calls)
+            assert selection.samples_generated == drawn, name
+            assert selection.metrics["sampler/samples_generated"] == drawn, name
+    # by hand: dynamic on prompts that always fail draws max_gen_batches = 3 batches of 8 prompts x G = 4,
+    # 3 * 8 * 4 = 96 completions, and trains on the last batch's 8 * 4 = 32
+    hopeless = Synthetic([0.0] * 40)
+    selection = make("dynamic", seed=0).sample(hopeless.more(8), hopeless.draw, hopeless.more, 4)
+    assert selection.samples_generated == 96 and selection.samples.numel() == 32
+
+
 def test_fixed_draws_g_for_each_prompt_once():
     world = Synthetic([0.5] * 4)
     selection = make("fixed").sample([0, 1, 2, 3], world.draw, world.more, 8)
@@ -153,7 +171,7 @@ def test_p_mixed_by_hand():
 def test_budgeted_spends_its_budget_where_groups_are_mixed():
     # half the prompts are hopeless (p = 0), half even (p = 0.5); budget 64 samples of G = 8
     world = Synthetic([0.0, 0.5] * 32, seed=0)
-    sampler = make("budgeted", budget=64, candidates=4.0, seed=0)
+    sampler = make("budgeted", sample_budget=64, budget_candidates=4.0, seed=0)
     fractions, spent = [], []
     for _ in range(20):
         selection = sampler.sample(world.more(8), world.draw, world.more, 8)
@@ -169,13 +187,14 @@ def test_budgeted_spends_its_budget_where_groups_are_mixed():
 
 def test_budgeted_draws_a_prompt_at_most_once_per_step_when_the_look_ahead_wraps_around():
     world = Synthetic([0.5] * 4, seed=0)  # 4 prompts, 4 x 4 candidates: the stream comes round four times
-    selection = make("budgeted", budget=64, candidates=4.0).sample(world.more(4), world.draw, world.more, 4)
+    sampler = make("budgeted", sample_budget=64, budget_candidates=4.0)
+    selection = sampler.sample(world.more(4), world.draw, world.more, 4)
     drawn = [p for prompts, _ in world.calls for p in prompts]
     assert sorted(drawn) == sorted(set(drawn)) and selection.metrics["sampler/candidates"] == 4
 
 
 def test_budgeted_forgets_and_revisits_a_prompt_and_checkpoints_its_beliefs():
-    sampler = make("budgeted", decay=0.5)
+    sampler = make("budgeted", budget_decay=0.5)
     rows = sampler._rows([7])
     sampler.step = 1
     sampler._update(rows, torch.zeros(1, 8))  # 8 failures at step 1
@@ -185,10 +204,10 @@ def test_budgeted_forgets_and_revisits_a_prompt_and_checkpoints_its_beliefs():
     a, b = sampler._belief(rows)
     assert p_mixed(a, b, 8).item() > fresh + 0.1  # back towards the prior: worth a new look
     world = Synthetic([0.2, 0.5, 0.8, 0.0] * 4, seed=2)
-    first = make("budgeted", budget=32, seed=1)
+    first = make("budgeted", sample_budget=32, seed=1)
     for _ in range(3):
         first.sample(world.more(4), world.draw, world.more, 4)
-    second = make("budgeted", budget=32, seed=99)
+    second = make("budgeted", sample_budget=32, seed=99)
     second.load_state_dict(first.state_dict())
     copy = Synthetic([0.2, 0.5, 0.8, 0.0] * 4, seed=5)
     copy.position, world.gen = world.position, torch.Generator().manual_seed(5)
@@ -203,8 +222,8 @@ def test_unknown_sampler_and_bad_options_are_named():
         make("reinforce_ada", exit_rule="any")
     with pytest.raises(ValueError, match="unknown on_shortfall"):
         make("dynamic", on_shortfall="crash")
-    with pytest.raises(ValueError, match="budget must be an int >= 1"):
-        make("budgeted", budget=0)
+    with pytest.raises(ValueError, match="sample_budget must be an int >= 1"):
+        make("budgeted", sample_budget=0)
 
 
 # --- collapse is measured on the groups as first drawn ----------------------------------------------------

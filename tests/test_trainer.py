@@ -223,7 +223,8 @@ def test_entropy_kl_and_clip_fractions_are_token_means_over_the_whole_batch(tmp_
         return logp * 0 - 1.0, entropy  # logp = -1 everywhere
 
     monkeypatch.setattr(trainer_module, "completion_logps", fixed_logps)
-    metrics, figures = trainer._optimize(batch)
+    figures, _ = trainer._optimize(batch)
+    metrics = figures.metrics()
     assert metrics["entropy/mean"] == figures.entropy == pytest.approx(24 / 88, abs=1e-6)
     assert metrics["kl/mean"] == figures.kl == pytest.approx(24 / 88, abs=1e-6)
     assert metrics["clip/high_frac"] == pytest.approx(8 / 88, abs=1e-6) and metrics["clip/low_frac"] == 0.0
@@ -309,3 +310,18 @@ def test_max_samples_stops_once_the_completions_are_spent_and_resumes_counting(t
     assert resumed.global_step == 5 and resumed.samples_generated == 40
     with pytest.raises(ValueError, match="max_samples must be > 0"):
         tiny_config(tmp_path, max_samples=0)
+
+
+def test_max_samples_counts_every_completion_drawn_not_those_kept(tmp_path, tiny_llama, tiny_tokenizer):
+    # dynamic sampling on groups that always collapse: each step draws max_gen_batches = 3 batches of 2 prompts x
+    # G = 4 = 24 completions and trains on 8. A budget of 30 is spent by step 2 (48); counting the kept ones
+    # (8 a step) would run to step 4 (32)
+    config = tiny_config(tmp_path, max_steps=10, max_samples=30, sampler="dynamic")
+    trainer = GRPOTrainer(model=tiny_llama, processing_class=tiny_tokenizer, reward_funcs=always_zero,
+                          train_dataset=DATA, args=config)
+    trainer.train()
+    lines = read_lines(tmp_path / "run" / "metrics.jsonl")
+    assert [line["step"] for line in lines] == [1, 2]
+    assert [line["sampler/samples_generated"] for line in lines] == [24, 24]
+    assert [line["sampler/samples_kept"] for line in lines] == [8, 8]
+    assert trainer.samples_generated == 48

@@ -136,7 +136,7 @@ def train_command(values: dict[str, Any], resume: bool) -> list[str]:
 
 
 def has_checkpoint(folder: Path) -> bool:
-    from .trainer.checkpoint import latest_checkpoint
+    from .trainer.run_folder import latest_checkpoint
 
     return folder.is_dir() and latest_checkpoint(str(folder)) is not None
 

@@ -40,6 +40,16 @@ def test_uneven_groups_get_each_groups_own_grpo_advantages():
     assert metrics["grposcope/singleton_groups"] == 1.0
 
 
+def test_acr_post_counts_the_groups_left_with_no_advantage_whatever_their_size():
+    # grpo: x [1, 1] and w [0, 0, 0] have std 0, so every advantage is 0; y [1, 0, 0] has +-advantages;
+    # the padding row and the singleton z join no group: acr_post = 2 dead of 3 groups
+    index = np.array(["x", "y", "pad0", "w", "y", "x", "z", "w", "y", "w"], dtype=object)
+    scores = torch.tensor([1.0, 1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0])
+    _, metrics = run_estimator(advantages.make("grpo"), scores, group_rows(index, 10), success_threshold=0.5)
+    assert metrics["collapse/acr_post"] == pytest.approx(2 / 3)
+    assert metrics["collapse/acr"] == pytest.approx(2 / 3)  # the same two groups, collapsed before the estimator
+
+
 def test_avspo_takes_one_state_update_per_step_whatever_the_group_sizes():
     # sizes 2 and 3: both groups of size 2 collapsed (all wrong), both of size 3 mixed -> the step's ACR is 0.5.
     # One update: acr_ema = 0.5. Updating per size would give 1.0, then 0.9 * 1.0 + 0.1 * 0.0 = 0.9.

@@ -95,7 +95,7 @@ def test_the_example_scripts_overrides_compose_with_verls_config():
     overrides = shlex.split(command.replace("\\\n", " "))
     config = compose(overrides)
     assert config.algorithm.adv_estimator == "avspo"
-    assert plugin.estimator_params("avspo", config.algorithm)[0] == {"alpha": 0.5, "tau_init": 0.5,
-                                                                      "success_threshold": 0.5}
+    assert plugin.estimator_params("avspo", config.algorithm)[0] == {
+        "virtual_sample_alpha": 0.5, "acr_threshold_init": 0.5, "success_threshold": 0.5}
     assert isinstance(build_checkpoint_callback(config), plugin.GrposcopeCheckpointCallback)
     assert type(build_sampler(overrides)) is verl_metrics.GrposcopeReplayBuffer

@@ -94,7 +94,7 @@ def test_partial_credit_all_equal_groups_exactly_zero_where_verl_grpo_is_not():
 
 def test_avspo_equals_core_avspo_step_after_step():
     options = {"virtual_sample_alpha": 1.0, "acr_threshold_init": 0.3, "all_wrong_max_share": None}
-    direct = advantages.make("avspo", alpha=1.0, tau_init=0.3, all_wrong_max_share=None)
+    direct = advantages.make("avspo", **options)
     steps = [torch.tensor([[0.0] * 4, [0.0] * 4, [1.0] * 4, [1.0, 0.0, 0.0, 1.0]]),  # ACR 0.75 > tau: augmented
              torch.tensor([[0.0] * 4, [1.0, 1.0, 0.0, 1.0], [1.0] * 4, [0.0] * 4])]
     g = torch.Generator().manual_seed(2)
@@ -127,7 +127,8 @@ def test_options_come_from_algorithm_grposcope_in_verls_own_config():
             "+algorithm.grposcope.virtual_reward_range=[0,2]", "+algorithm.grposcope.acr_ema_lambda=0.0",
             "+algorithm.grposcope.success_threshold=1.0"])
     params, threshold = plugin.estimator_params("avspo", cfg.algorithm)
-    assert params == {"tau_init": 0.8, "reward_range": (0, 2), "ema_lambda": 0.0, "success_threshold": 1.0}
+    assert params == {"acr_threshold_init": 0.8, "virtual_reward_range": (0, 2), "acr_ema_lambda": 0.0,
+                      "success_threshold": 1.0}
     assert threshold == 1.0
     rewards = [1, 1, 1, 1, 2, 2, 2, 2]  # two collapsed groups; success at 1.0: both all-correct
     verl_advantages(make_batch(rewards, ["a"] * 4 + ["b"] * 4), "avspo", cfg.algorithm)

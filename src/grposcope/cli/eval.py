@@ -119,7 +119,7 @@ def _check_checkpoint(folder: Path) -> None:
     without a word."""
     import warnings
 
-    from ..trainer.checkpoint import MANIFEST, latest_checkpoint, verify
+    from ..trainer.run_folder import MANIFEST, latest_checkpoint, verify
 
     if not (folder / MANIFEST).is_file():
         return  # not written by grposcope (a Hugging Face folder): nothing to check against

@@ -48,10 +48,11 @@ def simulate_command(
     heldout_frac: float = typer.Option(_SIM["heldout_frac"], "--heldout_frac", help="Held-out prompts, as a "
                                        "fraction of N, never trained on."),
     sampler_options: Optional[str] = typer.Option(None, "--sampler_options", help="key=value pairs, comma "
-                                                  "separated, given to every sampler that takes them "
-                                                  "(reinforce_ada.exit_rule=pos: to that one only)."),
+                                                  "separated, given to every sampler that takes them; keys are "
+                                                  "grposcope train's option names (reinforce_ada.exit_rule=pos: "
+                                                  "to that one only)."),
     estimator_options: Optional[str] = typer.Option(None, "--estimator_options", help="The same, for the "
-                                                    "estimators (e.g. avspo.alpha=0.5)."),
+                                                    "estimators (e.g. avspo.virtual_sample_alpha=0.5)."),
     output: Path = typer.Option(Path("simulation.json"), "--output", help="Results JSON: config, summary and "
                                 "per-step history of every run."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Also draw accuracy and informative fraction vs "

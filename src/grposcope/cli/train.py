@@ -75,7 +75,7 @@ def _say_how_to_resume(args: Any, interrupted: bool = False) -> None:
     that no step done so far is lost."""
     if args is None:
         return
-    from ..trainer.checkpoint import latest_checkpoint
+    from ..trainer.run_folder import latest_checkpoint
 
     last = latest_checkpoint(args.output_dir)
     if last is not None:

@@ -1,12 +1,13 @@
 """Advantage estimators: one registry, one call signature.
 
-    est = advantages.make("grpo", scale="group")
+    est = advantages.make("grpo", scale_rewards="group")
     out = est(rewards)            # rewards (B, G) -> out.advantages (B, G), out.metrics dict[str, float]
     out = est(rewards, pool=...)  # only `pool` reads it: every reward drawn per prompt this step
     out = est(rewards, as_drawn=...)  # only `avspo` reads it: the groups as first drawn (B0, G), before a
                                       # sampler dropped or balanced any; its collapse signal is their ACR
 
-Every estimator is called once per optimizer step (AVSPO carries state across steps) and exposes
+Every estimator is called once per generation batch, which feeds one or more optimizer steps
+(steps_per_generation, num_iterations); AVSPO carries state across generations. Each exposes
 `state_dict()` / `load_state_dict()` so that the trainer checkpoints all of them the same way.
 Formulas, papers and deviations: docs/algorithms.md.
 
@@ -173,27 +174,28 @@ def pool_advantages(
 
 STD_OPTIONS = (
     Option("advantage_std_unbiased", "The std that normalises advantages (grpo, avspo, pool with pool_std): "
-           "unbiased (ddof 1, as TRL) or the population std (False; the AVSPO paper's worked example).",
-           keyword="unbiased"),
+           "unbiased (ddof 1, as TRL) or the population std (False; the AVSPO paper's worked example)."),
     Option("advantage_eps", "Added to that std before dividing (TRL's 1e-4), so that a group of near-equal "
-           "rewards stays finite.", keyword="eps"),
+           "rewards stays finite."),
 )
 
 
 @register("grpo", options=[
-    Option("scale_rewards", 'grpo\'s std: "group", "batch" or "none" (TRL; True = "group", False = "none").',
-           keyword="scale"),
+    Option("scale_rewards", 'grpo\'s std: "group", "batch" or "none" (TRL; True = "group", False = "none").'),
     *STD_OPTIONS,
 ])
 class GRPO(AdvantageEstimator):
-    """Group-normalised advantages; `scale` in {"group", "batch", "none"} (TRL's True / False: group / none)."""
+    """Group-normalised advantages; `scale_rewards` in {"group", "batch", "none"} (TRL's True / False: group /
+    none)."""
 
-    def __init__(self, scale: str | bool = "group", unbiased: bool = True, eps: float = DEFAULT_EPS) -> None:
+    def __init__(self, scale_rewards: str | bool = "group", advantage_std_unbiased: bool = True,
+                 advantage_eps: float = DEFAULT_EPS) -> None:
+        scale = scale_rewards
         if isinstance(scale, bool):
             scale = "group" if scale else "none"
         if scale not in SCALES:
-            raise ValueError(f"unknown scale {scale!r}; known: {', '.join(SCALES)}")
-        self.scale, self.unbiased, self.eps = scale, unbiased, eps
+            raise ValueError(f"unknown scale_rewards {scale!r}; known: {', '.join(SCALES)}")
+        self.scale, self.unbiased, self.eps = scale, advantage_std_unbiased, advantage_eps
 
     def __call__(self, rewards: torch.Tensor, pool: Pool = None, as_drawn: torch.Tensor | None = None
                  ) -> AdvantageOutput:
@@ -205,7 +207,7 @@ class DrGRPO(GRPO):
     """Dr. GRPO: centred, not divided by the std (pair it with aggregation='seq_mean_token_sum_norm')."""
 
     def __init__(self) -> None:
-        super().__init__(scale="none")
+        super().__init__(scale_rewards="none")
 
 
 @register("rloo")
@@ -225,8 +227,9 @@ class RLOO(AdvantageEstimator):
 class PoolBaseline(AdvantageEstimator):
     """Reinforce-Ada's pool baseline; `pool_std=True` also divides by the pool's std."""
 
-    def __init__(self, pool_std: bool = False, unbiased: bool = True, eps: float = DEFAULT_EPS) -> None:
-        self.pool_std, self.unbiased, self.eps = pool_std, unbiased, eps
+    def __init__(self, pool_std: bool = False, advantage_std_unbiased: bool = True,
+                 advantage_eps: float = DEFAULT_EPS) -> None:
+        self.pool_std, self.unbiased, self.eps = pool_std, advantage_std_unbiased, advantage_eps
 
     def __call__(self, rewards: torch.Tensor, pool: Pool = None, as_drawn: torch.Tensor | None = None
                  ) -> AdvantageOutput:
@@ -235,25 +238,24 @@ class PoolBaseline(AdvantageEstimator):
 
 AVSPO_OPTIONS = (
     Option("acr_threshold_init", "AVSPO's initial adaptive threshold tau: groups are augmented while the collapse "
-           "signal exceeds it.", keyword="tau_init"),
+           "signal exceeds it."),
     Option("virtual_sample_alpha", "AVSPO's alpha in K = ceil(G * signal ** alpha): how fast the number of "
-           "virtual samples grows.", keyword="alpha"),
+           "virtual samples grows."),
     Option("virtual_sample_strategy", 'AVSPO\'s virtual reward values: "stratified" (the paper\'s Eq. 9), '
-           '"uniform", "fixed", "exp_decay", "opposite".', keyword="strategy"),
+           '"uniform", "fixed", "exp_decay", "opposite".'),
     Option("virtual_reward_range", "AVSPO: the reward range [r_lo, r_hi] virtual rewards are drawn within (set it "
-           "to your reward's range).", keyword="reward_range"),
+           "to your reward's range)."),
     Option("virtual_reward_anchor", "AVSPO: r_anchor, how far above an all-wrong group's common reward its virtual "
-           "rewards reach (Eq. 9).", keyword="r_anchor"),
+           "rewards reach (Eq. 9)."),
     Option("virtual_reward_partial", 'AVSPO: the value of every virtual reward under virtual_sample_strategy='
-           '"fixed".', keyword="r_partial"),
+           '"fixed".'),
     Option("acr_threshold_adaptive", "AVSPO's adaptive threshold: tau moves towards the signal while the smoothed "
-           "batch reward rises and away from it while it falls. False keeps tau at acr_threshold_init.",
-           keyword="adaptive_threshold"),
-    Option("acr_threshold_eta", "AVSPO: step size of the adaptive threshold.", keyword="eta"),
+           "batch reward rises and away from it while it falls. False keeps tau at acr_threshold_init."),
+    Option("acr_threshold_eta", "AVSPO: step size of the adaptive threshold."),
     Option("acr_threshold_reward_ema", "AVSPO: smoothing of the batch mean reward J_t whose rise or fall moves the "
-           "threshold.", keyword="reward_ema"),
-    Option("acr_threshold_min", "AVSPO: the adaptive threshold never goes below this.", keyword="tau_min"),
-    Option("acr_threshold_max", "AVSPO: the adaptive threshold never goes above this.", keyword="tau_max"),
+           "threshold."),
+    Option("acr_threshold_min", "AVSPO: the adaptive threshold never goes below this."),
+    Option("acr_threshold_max", "AVSPO: the adaptive threshold never goes above this."),
     Option("all_wrong_max_share", "AVSPO guard (grposcope's; docs/algorithms.md, \"When it hurts\"): the largest "
            "share W / (W + R) of advantage mass that augmented all-wrong groups (W) may carry against the step's "
            "mixed groups (R). Above it their advantages are scaled down, so beside no mixed group they make no "
@@ -263,61 +265,67 @@ AVSPO_OPTIONS = (
 )
 
 
-@register("avspo", options=AVSPO_OPTIONS,
-          reads={"acr_ema_lambda": "ema_lambda", "success_threshold": "success_threshold", "seed": "seed"})
+@register("avspo", options=AVSPO_OPTIONS, reads=["acr_ema_lambda", "success_threshold", "seed"])
 class AVSPO(AdvantageEstimator):
     """Adaptive Virtual Sample Policy Optimization (arXiv 2605.21125). Stateful: call once per step.
 
-    Each step: the collapse signal is an EMA of the ACR (`ema_lambda`, 0 = the per-step ACR, as in the paper)
-    of the groups as first drawn (`as_drawn`; default: `rewards`, right for the fixed sampler);
+    Each step: the collapse signal is an EMA of the ACR (`acr_ema_lambda`, 0 = the per-step ACR, as in the
+    paper) of the groups as first drawn (`as_drawn`; default: `rewards`, right for the fixed sampler);
     a collapsed group is augmented when signal > tau; it gets K = max(1, min(G, ceil(G * signal**alpha)))
-    virtual rewards (`strategy`) and is normalised over its G + K values; every other group gets plain grpo
-    advantages. Then tau moves towards the signal while the smoothed batch reward rises, away from it while
-    it falls (`eta`), clipped to [tau_min, tau_max]; `adaptive_threshold=False` keeps tau fixed.
+    virtual rewards (`virtual_sample_strategy`) and is normalised over its G + K values; every other group gets
+    plain grpo advantages. Then tau moves towards the signal while the smoothed batch reward rises, away from
+    it while it falls (`acr_threshold_eta`), clipped to [acr_threshold_min, acr_threshold_max];
+    `acr_threshold_adaptive=False` keeps tau fixed.
     """
 
     def __init__(
         self,
-        alpha: float = 0.5,
-        tau_init: float = 0.5,
-        strategy: str = "stratified",
-        ema_lambda: float = 0.9,
-        adaptive_threshold: bool = True,
-        eta: float = 0.01,
-        reward_ema: float = 0.9,
-        tau_min: float = 0.1,
-        tau_max: float = 0.9,
-        reward_range: tuple[float, float] = (0.0, 1.0),
-        r_anchor: float = 0.1,
-        r_partial: float = 0.5,
+        virtual_sample_alpha: float = 0.5,
+        acr_threshold_init: float = 0.5,
+        virtual_sample_strategy: str = "stratified",
+        acr_ema_lambda: float = 0.9,
+        acr_threshold_adaptive: bool = True,
+        acr_threshold_eta: float = 0.01,
+        acr_threshold_reward_ema: float = 0.9,
+        acr_threshold_min: float = 0.1,
+        acr_threshold_max: float = 0.9,
+        virtual_reward_range: tuple[float, float] = (0.0, 1.0),
+        virtual_reward_anchor: float = 0.1,
+        virtual_reward_partial: float = 0.5,
         all_wrong_max_share: float | None = 0.5,
         success_threshold: float = 0.5,
-        unbiased: bool = True,
-        eps: float = DEFAULT_EPS,
+        advantage_std_unbiased: bool = True,
+        advantage_eps: float = DEFAULT_EPS,
         seed: int = 0,
     ) -> None:
-        if strategy not in STRATEGIES:
-            raise ValueError(f"unknown virtual sample strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
-        if alpha <= 0:
-            raise ValueError(f"alpha (virtual_sample_alpha) must be > 0, got {alpha}")
-        if not 0.0 <= ema_lambda < 1.0 or not 0.0 <= reward_ema < 1.0:
-            raise ValueError("ema_lambda and reward_ema must be in [0, 1)")
-        if not 0.0 <= tau_min <= tau_init <= tau_max <= 1.0:
-            raise ValueError(f"need 0 <= tau_min <= tau_init <= tau_max <= 1, got {tau_min}, {tau_init}, {tau_max}")
-        if len(reward_range) != 2 or reward_range[0] >= reward_range[1]:
-            raise ValueError(f"reward_range (virtual_reward_range) must be [low, high] with low < high, got "
-                             f"{list(reward_range)}")
+        if virtual_sample_strategy not in STRATEGIES:
+            raise ValueError(f"unknown virtual_sample_strategy {virtual_sample_strategy!r}; known: "
+                             f"{', '.join(STRATEGIES)}")
+        if virtual_sample_alpha <= 0:
+            raise ValueError(f"virtual_sample_alpha must be > 0, got {virtual_sample_alpha}")
+        if not 0.0 <= acr_ema_lambda < 1.0 or not 0.0 <= acr_threshold_reward_ema < 1.0:
+            raise ValueError(f"acr_ema_lambda and acr_threshold_reward_ema must be in [0, 1), got {acr_ema_lambda} "
+                             f"and {acr_threshold_reward_ema}")
+        if not 0.0 <= acr_threshold_min <= acr_threshold_init <= acr_threshold_max <= 1.0:
+            raise ValueError(f"need 0 <= acr_threshold_min <= acr_threshold_init <= acr_threshold_max <= 1, got "
+                             f"{acr_threshold_min}, {acr_threshold_init}, {acr_threshold_max}")
+        if len(virtual_reward_range) != 2 or virtual_reward_range[0] >= virtual_reward_range[1]:
+            raise ValueError(f"virtual_reward_range must be [low, high] with low < high, got "
+                             f"{list(virtual_reward_range)}")
         if all_wrong_max_share is not None and not 0.0 <= all_wrong_max_share < 1.0:
             raise ValueError(f"all_wrong_max_share must be in [0, 1), or None (the paper: no bound), got "
                              f"{all_wrong_max_share}")
         self.all_wrong_max_share = all_wrong_max_share
-        self.alpha, self.strategy, self.ema_lambda = alpha, strategy, ema_lambda
-        self.adaptive_threshold, self.eta, self.reward_ema = adaptive_threshold, eta, reward_ema
-        self.tau_min, self.tau_max = tau_min, tau_max
-        self.reward_range, self.r_anchor, self.r_partial = tuple(reward_range), r_anchor, r_partial
-        self.success_threshold, self.unbiased, self.eps = success_threshold, unbiased, eps
+        self.alpha, self.strategy = virtual_sample_alpha, virtual_sample_strategy
+        self.ema_lambda = acr_ema_lambda
+        self.adaptive_threshold, self.eta = acr_threshold_adaptive, acr_threshold_eta
+        self.reward_ema = acr_threshold_reward_ema
+        self.tau_min, self.tau_max = acr_threshold_min, acr_threshold_max
+        self.reward_range = tuple(virtual_reward_range)
+        self.r_anchor, self.r_partial = virtual_reward_anchor, virtual_reward_partial
+        self.success_threshold, self.unbiased, self.eps = success_threshold, advantage_std_unbiased, advantage_eps
         self.generator = torch.Generator().manual_seed(seed)  # only the "uniform" strategy draws from it
-        self.tau = tau_init
+        self.tau = acr_threshold_init
         self.acr_ema: float | None = None
         self.reward_smooth: float | None = None  # J_t
 

@@ -57,18 +57,18 @@ def cispo_loss(
 
 @POLICY_LOSSES.register("cispo", options=[
     Option("cispo_epsilon_low", "cispo loss: the weight's lower bound is 1 - this; None: no lower bound, as "
-           "MiniMax-M1 (arXiv 2506.13585).", keyword="eps_low"),
+           "MiniMax-M1 (arXiv 2506.13585)."),
     Option("cispo_epsilon_high", "cispo loss: the weight's upper bound is 1 + this (4: a weight of at most 5, the "
-           "cap TRL recommends after ScaleRL, arXiv 2510.13786).", keyword="eps_high"),
+           "cap TRL recommends after ScaleRL, arXiv 2510.13786)."),
 ])
 class CISPO:
     """Clipped IS-weight Policy Optimization: `cispo_loss` with its bounds fixed."""
 
-    def __init__(self, eps_low: float | None = None, eps_high: float = 4.0) -> None:
-        if (eps_low is not None and not 0 < eps_low <= 1) or eps_high <= 0:
+    def __init__(self, cispo_epsilon_low: float | None = None, cispo_epsilon_high: float = 4.0) -> None:
+        if (cispo_epsilon_low is not None and not 0 < cispo_epsilon_low <= 1) or cispo_epsilon_high <= 0:
             raise ValueError(f"cispo_epsilon_low must be in (0, 1] or None and cispo_epsilon_high > 0, got "
-                             f"{eps_low} and {eps_high}")
-        self.eps_low, self.eps_high = eps_low, eps_high
+                             f"{cispo_epsilon_low} and {cispo_epsilon_high}")
+        self.eps_low, self.eps_high = cispo_epsilon_low, cispo_epsilon_high
 
     def __call__(self, logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
                  **aggregation) -> tuple[torch.Tensor, dict[str, float]]:

@@ -97,7 +97,9 @@ class _Streak:
 class CollapseMonitor:
     """Tracks the ACR family and the health alarms across the steps of a run.
 
-    Call `update` once per optimizer step. Alarms (metric 1.0 while active, else 0.0; a console warning once
+    Call `update` once per generation batch (the trainer calls it on the batch's first optimizer step; a
+    run with one optimizer step per generation calls it every step).
+    Alarms (metric 1.0 while active, else 0.0; a console warning once
     at each onset):
       - `alarm/stagnation`: ACR > `stagnation_acr` (0.35) for `stagnation_steps` (50) consecutive steps
         (the paper's Corollary 3.3).

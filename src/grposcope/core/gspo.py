@@ -61,19 +61,17 @@ def gspo_loss(
 
 
 @POLICY_LOSSES.register("gspo", options=[
-    Option("gspo_epsilon", "gspo loss: lower clip range of the sequence ratio (GSPO, arXiv 2507.18071: 3e-4).",
-           keyword="eps_low"),
-    Option("gspo_epsilon_high", "gspo loss: upper clip range of the sequence ratio (GSPO: 4e-4).",
-           keyword="eps_high"),
+    Option("gspo_epsilon", "gspo loss: lower clip range of the sequence ratio (GSPO, arXiv 2507.18071: 3e-4)."),
+    Option("gspo_epsilon_high", "gspo loss: upper clip range of the sequence ratio (GSPO: 4e-4)."),
 ])
 class GSPO:
     """Group Sequence Policy Optimization: `gspo_loss` with its clip ranges fixed."""
 
-    def __init__(self, eps_low: float = 3e-4, eps_high: float = 4e-4) -> None:
-        if not 0 < eps_low < 1 or eps_high <= 0:
-            raise ValueError(f"gspo_epsilon must be in (0, 1) and gspo_epsilon_high > 0, got {eps_low} and "
-                             f"{eps_high}")
-        self.eps_low, self.eps_high = eps_low, eps_high
+    def __init__(self, gspo_epsilon: float = 3e-4, gspo_epsilon_high: float = 4e-4) -> None:
+        if not 0 < gspo_epsilon < 1 or gspo_epsilon_high <= 0:
+            raise ValueError(f"gspo_epsilon must be in (0, 1) and gspo_epsilon_high > 0, got {gspo_epsilon} and "
+                             f"{gspo_epsilon_high}")
+        self.eps_low, self.eps_high = gspo_epsilon, gspo_epsilon_high
 
     def __call__(self, logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
                  **aggregation) -> tuple[torch.Tensor, dict[str, float]]:

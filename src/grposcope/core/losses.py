@@ -202,7 +202,7 @@ def policy_loss(
 # ---------------------------------------------------------------------------------------------------------
 # Policy losses: one registry, one call signature
 #
-#     loss_fn = POLICY_LOSSES.make("grpo", eps_low=0.2, eps_high=0.28)
+#     loss_fn = POLICY_LOSSES.make("grpo", epsilon=0.2, epsilon_high=0.28)
 #     loss, metrics = loss_fn(logp, old_logp, advantages, mask, aggregation="token_mean", num_tokens=...,
 #                             num_sequences=..., max_completion_length=...)
 #
@@ -213,22 +213,23 @@ POLICY_LOSSES: Registry = Registry("policy loss")
 
 
 @POLICY_LOSSES.register("grpo", options=[
-    Option("epsilon", "grpo loss: lower clip range of the ratio (PPO).", keyword="eps_low"),
+    Option("epsilon", "grpo loss: lower clip range of the ratio (PPO)."),
     Option("epsilon_high", "grpo loss: upper clip range (clip-higher; DAPO, arXiv 2503.14476, uses 0.28). "
-           "Default: epsilon.", keyword="eps_high"),
+           "Default: epsilon."),
     Option("dual_clip", "grpo loss: cap the loss of negative-advantage tokens at dual_clip * |A| (dual-clip PPO, "
            "arXiv 1912.09729; 3 is usual)."),
 ])
 class ClippedSurrogate:
     """`policy_loss` with its clip ranges fixed: PPO's clipped surrogate with clip-higher and dual-clip."""
 
-    def __init__(self, eps_low: float = 0.2, eps_high: float | None = None, dual_clip: float | None = None) -> None:
-        eps_high = eps_low if eps_high is None else eps_high
-        if eps_low <= 0 or eps_high <= 0:
-            raise ValueError(f"epsilon and epsilon_high must be > 0, got {eps_low} and {eps_high}")
+    def __init__(self, epsilon: float = 0.2, epsilon_high: float | None = None, dual_clip: float | None = None
+                 ) -> None:
+        epsilon_high = epsilon if epsilon_high is None else epsilon_high
+        if epsilon <= 0 or epsilon_high <= 0:
+            raise ValueError(f"epsilon and epsilon_high must be > 0, got {epsilon} and {epsilon_high}")
         if dual_clip is not None and dual_clip <= 1.0:
             raise ValueError(f"dual_clip must be > 1 (3 is usual) or None, got {dual_clip}")
-        self.eps_low, self.eps_high, self.dual_clip = eps_low, eps_high, dual_clip
+        self.eps_low, self.eps_high, self.dual_clip = epsilon, epsilon_high, dual_clip
 
     def __call__(self, logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
                  **aggregation) -> tuple[torch.Tensor, dict[str, float]]:

@@ -3,16 +3,18 @@
 Every family (advantage estimators, samplers, policy losses, rewards, tasks, loggers) uses this class, so a
 name that is not registered fails the same way everywhere: with the list of the names that are.
 
-An entry declares its options where it is registered: `Option(field, doc, keyword)` names the config field
-that sets one of its keyword arguments, and the keyword's default and annotation in the entry's signature are
-the option's default and type (one source). `reads` names run-wide config fields it takes as they are (the
-seed, the success threshold). The trainer's config grows one field per declared option (trainer/options.py).
+An entry declares its options where it is registered: `Option(field, doc)` names a config field and the
+entry's keyword argument of the same name, whose default and annotation are the option's default and type (one
+source, and one name: a grep for the field lands on the parameter that reads it). `reads` names run-wide config
+fields it takes, under their own names too (the seed, the success threshold). The trainer's config grows one
+field per declared option (trainer/options.py).
 """
 
 from __future__ import annotations
 
 import inspect
 import typing
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, Iterable, Mapping, TypeVar
 
@@ -24,47 +26,64 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class Option:
     """A config option of a registered entry: the config field (and CLI flag) that sets it, TRL's flat name
-    where TRL has one; what it means, with its paper; and the entry's keyword for it (default: the field)."""
+    where TRL has one, and the entry's keyword argument that takes it; what it means, with its paper."""
 
     field: str
     doc: str
-    keyword: str = ""
 
-    @property
-    def param(self) -> str:
-        return self.keyword or self.field
+
+# The keywords entries took before they were spelled as their config fields, accepted by `Registry.make` (so by
+# `grposcope simulate` and SimConfig) with a FutureWarning until the next release, which deletes this table:
+# (registry kind, entry) -> {old keyword: config field}.
+RENAMED: dict[tuple[str, str], dict[str, str]] = {
+    ("advantage estimator", "grpo"): {"scale": "scale_rewards", "unbiased": "advantage_std_unbiased",
+                                      "eps": "advantage_eps"},
+    ("advantage estimator", "pool"): {"unbiased": "advantage_std_unbiased", "eps": "advantage_eps"},
+    ("advantage estimator", "avspo"): {
+        "tau_init": "acr_threshold_init", "alpha": "virtual_sample_alpha", "strategy": "virtual_sample_strategy",
+        "reward_range": "virtual_reward_range", "r_anchor": "virtual_reward_anchor",
+        "r_partial": "virtual_reward_partial", "adaptive_threshold": "acr_threshold_adaptive",
+        "eta": "acr_threshold_eta", "reward_ema": "acr_threshold_reward_ema", "tau_min": "acr_threshold_min",
+        "tau_max": "acr_threshold_max", "ema_lambda": "acr_ema_lambda", "unbiased": "advantage_std_unbiased",
+        "eps": "advantage_eps"},
+    ("policy loss", "grpo"): {"eps_low": "epsilon", "eps_high": "epsilon_high"},
+    ("policy loss", "gspo"): {"eps_low": "gspo_epsilon", "eps_high": "gspo_epsilon_high"},
+    ("policy loss", "cispo"): {"eps_low": "cispo_epsilon_low", "eps_high": "cispo_epsilon_high"},
+    ("sampler", "budgeted"): {"budget": "sample_budget", "candidates": "budget_candidates",
+                              "first_round": "budget_first_round", "decay": "budget_decay",
+                              "prior_strength": "budget_prior_strength", "min_p_mixed": "budget_min_p_mixed"},
+}
 
 
 class Registry(Generic[T]):
     """Maps names to factories (classes or functions) of one plug-in family.
 
     >>> estimators = Registry("advantage estimator")
-    >>> @estimators.register("grpo", options=[Option("scale_rewards", "grpo's std", keyword="scale")])
+    >>> @estimators.register("grpo", options=[Option("scale_rewards", "grpo's std")])
     ... class GRPO:
-    ...     def __init__(self, scale: str = "group"): ...
+    ...     def __init__(self, scale_rewards: str = "group"): ...
     """
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self._entries: dict[str, Callable[..., T]] = {}
         self._options: dict[str, tuple[Option, ...]] = {}
-        self._reads: dict[str, dict[str, str]] = {}
+        self._reads: dict[str, tuple[str, ...]] = {}
 
-    def register(self, name: str, options: Iterable[Option] = (), reads: Mapping[str, str] | Iterable[str] = ()
+    def register(self, name: str, options: Iterable[Option] = (), reads: Iterable[str] = ()
                  ) -> Callable[[Callable[..., T]], Callable[..., T]]:
-        """`options`: the entry's own config options; `reads`: run-wide config fields it takes, as
-        {field: keyword} or field names taken under the same keyword."""
-        options = tuple(options)
-        reads = dict(reads) if isinstance(reads, Mapping) else {field: field for field in reads}
+        """`options`: the entry's own config options; `reads`: run-wide config fields it takes. Each is a
+        keyword argument of the entry, spelled as the config field."""
+        options, reads = tuple(options), tuple(reads)
 
         def decorator(factory: Callable[..., T]) -> Callable[..., T]:
             if name in self._entries:
                 raise ValueError(f"{self.kind} {name!r} is already registered")
             parameters = inspect.signature(factory).parameters
-            for keyword in [o.param for o in options] + list(reads.values()):
-                if keyword not in parameters:
-                    raise TypeError(f"{self.kind} {name!r} declares an option for keyword {keyword!r}, which it "
-                                    f"does not take; it takes {inspect.signature(factory)}")
+            for field in [o.field for o in options] + list(reads):
+                if field not in parameters:
+                    raise TypeError(f"{self.kind} {name!r} declares the config option {field!r}, which is not one "
+                                    f"of its keyword arguments; it takes {inspect.signature(factory)}")
             self._entries[name], self._options[name], self._reads[name] = factory, options, reads
             return factory
 
@@ -78,8 +97,10 @@ class Registry(Generic[T]):
             raise ValueError(f"unknown {self.kind} {name!r}; known: {known}") from None
 
     def make(self, name: str, **params: Any) -> T:
-        """Builds the entry `name` with `params`; a parameter it does not take is named in the error."""
+        """Builds the entry `name` with `params`; a parameter it does not take is named in the error, an old
+        spelling (RENAMED) is taken with a FutureWarning."""
         factory = self.get(name)
+        params = self.current(name, params)
         try:
             inspect.signature(factory).bind(**params)
         except TypeError as err:
@@ -88,32 +109,49 @@ class Registry(Generic[T]):
 
     def build(self, name: str, config: Any) -> T:
         """Builds the entry `name` from a config object: each declared option and run-wide field it reads is
-        taken from the config attribute of that name."""
+        the keyword argument of that name, taken from the config attribute of that name."""
         self.get(name)
-        params = {o.param: getattr(config, o.field) for o in self._options[name]}
-        params.update({keyword: getattr(config, field) for field, keyword in self._reads[name].items()})
-        return self.make(name, **params)
+        fields = [o.field for o in self._options[name]] + list(self._reads[name])
+        return self.make(name, **{field: getattr(config, field) for field in fields})
+
+    def current(self, name: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        """`params` with each old keyword of entry `name` (RENAMED) spelled as its config field, with a
+        FutureWarning naming the new spelling."""
+        renamed = RENAMED.get((self.kind, name), {})
+        out = {}
+        for key, value in params.items():
+            new = renamed.get(key, key)
+            if new != key:
+                if new in params:
+                    raise InputTypeError(f"{self.kind} {name!r}: {key!r} and {new!r} are one option; write "
+                                         f"{new!r} only")
+                warnings.warn(f"{key!r} is deprecated, write {new!r}; the old name goes in the next release",
+                              FutureWarning, stacklevel=2)
+            out[new] = value
+        return out
 
     def options(self, name: str) -> tuple[Option, ...]:
         self.get(name)
         return self._options[name]
 
-    def reads(self, name: str) -> dict[str, str]:
-        """The run-wide config fields entry `name` takes: {field: keyword}."""
+    def reads(self, name: str) -> tuple[str, ...]:
+        """The run-wide config fields entry `name` takes (each a keyword argument of that name)."""
         self.get(name)
-        return dict(self._reads[name])
+        return self._reads[name]
 
     def default(self, name: str, option: Option) -> tuple[Any, Any]:
         """The default and the type of `option` of entry `name`: its keyword's in the entry's signature."""
         factory = self.get(name)
-        parameter = inspect.signature(factory).parameters[option.param]
+        parameter = inspect.signature(factory).parameters[option.field]
         target = factory.__init__ if inspect.isclass(factory) else factory
-        hint = typing.get_type_hints(target).get(option.param, Any)
+        hint = typing.get_type_hints(target).get(option.field, Any)
         return parameter.default, hint
 
     def takes(self, name: str, keyword: str) -> bool:
-        """Whether entry `name` has a keyword argument `keyword` (the simulator routes options by keyword)."""
-        return keyword in inspect.signature(self.get(name)).parameters
+        """Whether entry `name` has a keyword argument `keyword`, or took it under that old name (RENAMED):
+        the simulator routes options by keyword."""
+        return (keyword in inspect.signature(self.get(name)).parameters
+                or keyword in RENAMED.get((self.kind, name), {}))
 
     def names(self) -> list[str]:
         return sorted(self._entries)

@@ -66,6 +66,7 @@ from ..rewards.scorer import combine, none_frac  # noqa: E402
 from ..rollout.model_defaults import neutralise  # noqa: E402
 from ..sampling.base import ScoredDraw  # noqa: E402
 from ..sampling.stream import PromptStream  # noqa: E402
+from ..trainer.checkpoint import component_state, load_component_state  # noqa: E402
 from ..trainer.options import build  # noqa: E402
 from . import trl_batch  # noqa: E402
 from .trl_config import GRPOConfig  # noqa: E402
@@ -296,18 +297,14 @@ class GRPOTrainer(trl.GRPOTrainer):
 
     def grposcope_state(self) -> dict[str, Any]:
         return {
-            "estimator": self.estimator.state_dict(),
-            "sampler": self.sampler.state_dict(),
-            "monitor": self.monitor.state_dict(),
+            **component_state(estimator=self.estimator, sampler=self.sampler, monitor=self.monitor),
             "refill": self.refill.state_dict() if self.refill is not None else None,
             "recent": dict(self._recent),
             "skipped_no_signal_steps": self.skipped_no_signal_steps,
         }
 
     def load_grposcope_state(self, state: dict[str, Any]) -> None:
-        self.estimator.load_state_dict(state["estimator"])
-        self.sampler.load_state_dict(state["sampler"])
-        self.monitor.load_state_dict(state["monitor"])
+        load_component_state(state, estimator=self.estimator, sampler=self.sampler, monitor=self.monitor)
         if self.refill is not None and state["refill"] is not None:
             self.refill.load_state_dict(state["refill"])
         self._recent = dict(state["recent"])

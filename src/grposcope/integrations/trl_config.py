@@ -63,11 +63,7 @@ class GRPOConfig(_Fields):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.use_avspo and self.advantage_estimator not in ("grpo", "avspo"):
-            raise ValueError(f"use_avspo=True conflicts with advantage_estimator={self.advantage_estimator!r}: "
-                             "AVSPO is its own estimator; drop one of the two")
-        if self.use_avspo:
-            self.advantage_estimator = "avspo"
+        self.advantage_estimator = own_config.estimator_with_avspo(self.advantage_estimator, self.use_avspo)
         ESTIMATORS.get(self.advantage_estimator)  # an unknown name fails with the known ones
         SAMPLERS.get(self.sampler)
         if self.sampler not in SAMPLERS_IN_TRL:

@@ -74,15 +74,13 @@ from verl.trainer.ppo import core_algos  # noqa: E402
 from verl.trainer.ppo.checkpoint_callback import CheckpointCallback  # noqa: E402
 
 # ---------------------------------------------------------------------------------------------------------
-# Options: algorithm.grposcope.<field> -> the estimator's keyword arguments
+# Options: algorithm.grposcope.<field> -> the estimator's keyword argument of the same name
 
 
-def config_fields(name: str) -> dict[str, str]:
-    """{config field: keyword} that verl estimator `name` reads from algorithm.grposcope."""
+def config_fields(name: str) -> list[str]:
+    """The config fields that verl estimator `name` reads from algorithm.grposcope: its keyword arguments."""
     core = NAMES[name]
-    fields = {o.field: o.param for o in ESTIMATORS.options(core)}
-    fields.update(ESTIMATORS.reads(core))
-    return fields
+    return [o.field for o in ESTIMATORS.options(core)] + list(ESTIMATORS.reads(core))
 
 
 def _section(config: Any) -> dict[str, Any]:
@@ -117,13 +115,13 @@ def estimator_params(name: str, config: Any) -> tuple[dict[str, Any], float]:
         known = ", ".join(sorted(set(fields) | set(SHARED_FIELDS)))
         raise ValueError(f"algorithm.{CONFIG_KEY}.{unknown[0]} is not an option of advantage estimator {name!r}; "
                          f"it reads: {known}")
-    params = {fields[key]: _plain(value) for key, value in section.items() if key in fields}
+    params = {key: _plain(value) for key, value in section.items() if key in fields}
     threshold = section.get("success_threshold", SHARED_FIELDS["success_threshold"])
     return params, float(threshold)
 
 
 def _plain(value: Any) -> Any:
-    return tuple(value) if isinstance(value, list) else value  # reward_range is a pair
+    return tuple(value) if isinstance(value, list) else value  # virtual_reward_range is a pair
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from ..core.advantages import AdvantageEstimator
-from ..core.diagnostics import ZERO_ADVANTAGE_TOL, collapse_metrics
+from ..core.diagnostics import collapse_metrics, post_collapse_rate
 
 PAD_PREFIX = "pad"
 
@@ -121,15 +121,18 @@ def run_estimator(est: AdvantageEstimator, scores: torch.Tensor, groups: Groups,
         for key, value in out.metrics.items():  # identical across sizes for the signal and tau
             weighted[key] = weighted.get(key, 0.0) + value * len(gids) / len(groups.rows)
     metrics.update(collapse_metrics(drawn, success_threshold))
-    metrics["collapse/acr_post"] = _post_collapse(adv, groups.rows)
+    metrics["collapse/acr_post"] = post_collapse_rate(_zero_padded(adv, groups.rows))
     metrics.update(weighted)
     return adv, metrics
 
 
-def _post_collapse(adv: torch.Tensor, rows: list[np.ndarray]) -> float:
-    """Fraction of groups whose advantages are all ~0: what reaches the gradient.  adv (N,)."""
-    dead = sum(bool((adv[torch.as_tensor(r)].abs() < ZERO_ADVANTAGE_TOL).all()) for r in rows)
-    return dead / len(rows)
+def _zero_padded(adv: torch.Tensor, rows: list[np.ndarray]) -> torch.Tensor:
+    """Every group's advantages as one row, padded with 0 (no gradient: a row is all ~0 exactly when its group's
+    advantages are), for core's `post_collapse_rate`.  adv (N,) -> (B, G)."""
+    out = adv.new_zeros(len(rows), max(len(r) for r in rows))  # (B, G)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = adv[torch.as_tensor(r)]
+    return out
 
 
 __all__ = ["Groups", "PAD_PREFIX", "group_rows", "padded_groups", "run_estimator", "step_collapse"]

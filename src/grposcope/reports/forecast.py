@@ -278,7 +278,7 @@ def monte_carlo_cost(sampler: str, counts: Counts, g: int, b: int, groups: int =
     try:
         for _ in range(max(1, math.ceil(groups / batch))):
             selection = instance.sample(stream.take(batch), draw, stream.take, g)
-            spent.append(selection.metrics["sampler/samples_generated"] * b / batch)
+            spent.append(selection.samples_generated * b / batch)
             kept.append(float(informative(selection.rewards).sum()) * b / batch if selection.rewards.numel() else 0.0)
     except ValueError as err:  # e.g. reinforce_ada: round_size x max_rounds < G
         return SamplerCost(sampler, g, b, math.nan, math.nan, "Monte Carlo", note=str(err))

@@ -53,9 +53,18 @@ class Selection:
             self.as_drawn = self.rewards
 
     @property
+    def samples_generated(self) -> int:
+        """Completions drawn this step, kept or not (`sampler/samples_generated`): what `max_samples` counts."""
+        return samples_generated(self.draws)
+
+    @property
     def tokens_generated(self) -> float:
         """Completion tokens of every sample drawn this step (`sampler/tokens_generated`)."""
         return tokens_generated(self.draws)
+
+
+def samples_generated(draws: list[ScoredDraw]) -> int:
+    return sum(d.rewards.numel() for d in draws)
 
 
 def tokens_generated(draws: list[ScoredDraw]) -> float:
@@ -108,7 +117,7 @@ def sample_numbers(drawn: ScoredDraw, offset: int) -> torch.Tensor:
 def accounting(draws: list[ScoredDraw], kept: torch.Tensor, rounds: float, dropped: int, **extra: float) -> dict:
     """The `sampler/*` metrics every sampler logs (docs/metrics.md). kept (B', G) the training rewards."""
     metrics = {
-        "sampler/samples_generated": float(sum(d.rewards.numel() for d in draws)),
+        "sampler/samples_generated": float(samples_generated(draws)),
         "sampler/tokens_generated": tokens_generated(draws),
         "sampler/samples_kept": float(kept.numel()),
         "sampler/informative_frac": informative(kept).float().mean().item() if kept.numel() else 0.0,

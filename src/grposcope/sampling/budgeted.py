@@ -1,19 +1,19 @@
-"""`budgeted`: grposcope's own sampler. It spends a fixed number of samples per step where a mixed group is
-most likely, using everything the run has seen of each prompt.
+"""`budgeted`: grposcope's own sampler. It spends a fixed number of samples per step (`sample_budget`) where a
+mixed group is most likely, using everything the run has seen of each prompt.
 
 The rule (docs/algorithms.md, "budgeted"):
 1. Belief. Each prompt keeps success and failure counts (s, f) from every sample ever drawn for it, discounted
-   by `decay` per step since they were last updated: the policy moves, so old evidence fades, and a prompt
-   skipped long ago drifts back to the prior and is tried again (the revisit). Its success probability is
-   believed to be Beta(a0 + s, b0 + f); the prior has strength `prior_strength` and the run's recent success
-   rate as its mean, so an unseen prompt starts from what is typical.
+   by `budget_decay` per step since they were last updated: the policy moves, so old evidence fades, and a
+   prompt skipped long ago drifts back to the prior and is tried again (the revisit). Its success probability
+   is believed to be Beta(a0 + s, b0 + f); the prior has strength `budget_prior_strength` and the run's recent
+   success rate as its mean, so an unseen prompt starts from what is typical.
 2. Value. A group of G samples is informative unless all G succeed or all fail:
        P(mixed) = 1 - E[p^G] - E[(1-p)^G],   E[p^G] = B(a+G, b) / B(a, b)  for p ~ Beta(a, b).
-3. Spending. The step looks at `candidates` x B prompts: the batch and the next ones of the data stream. It
-   draws G samples for the prompts of highest P(mixed), in rounds: the first spends `first_round` of the budget,
-   each later one what is left. Every sample updates its prompt's counts; a group that came back all-equal is
-   dropped, and the next round re-ranks the untried candidates. Prompts below `min_p_mixed` are not drawn at all
-   (almost surely solved, or hopeless, for now).
+3. Spending. The step looks at `budget_candidates` x B prompts: the batch and the next ones of the data stream.
+   It draws G samples for the prompts of highest P(mixed), in rounds: the first spends `budget_first_round` of
+   the budget, each later one what is left. Every sample updates its prompt's counts; a group that came back
+   all-equal is dropped, and the next round re-ranks the untried candidates. Prompts below `budget_min_p_mixed`
+   are not drawn at all (almost surely solved, or hopeless, for now).
 4. Output: the informative groups, at most B. When none is, the last round's groups train as drawn, so that a
    step always has a batch.
 """
@@ -54,32 +54,36 @@ def p_mixed(a: torch.Tensor, b: torch.Tensor, g: int) -> torch.Tensor:
 
 @SAMPLERS.register("budgeted", reads=READS, options=[
     Option("sample_budget", 'budgeted: completions generated per step (default: prompts per generation x '
-           'num_generations, what "fixed" spends).', keyword="budget"),
+           'num_generations, what "fixed" spends).'),
     Option("budget_candidates", "budgeted: prompts considered per step, as a multiple of the batch (the batch and "
-           "the next ones).", keyword="candidates"),
+           "the next ones)."),
     Option("budget_first_round", "budgeted: the share of the budget its first round spends; later rounds re-rank "
-           "the untried prompts with what the first one taught.", keyword="first_round"),
+           "the untried prompts with what the first one taught."),
     Option("budget_decay", "budgeted: per-step discount of a prompt's success/failure counts: old evidence fades "
-           "as the policy moves, so a skipped prompt is tried again.", keyword="decay"),
+           "as the policy moves, so a skipped prompt is tried again."),
     Option("budget_prior_strength", "budgeted: the weight, in samples, of the prior (the run's recent success "
-           "rate) in each prompt's belief.", keyword="prior_strength"),
+           "rate) in each prompt's belief."),
     Option("budget_min_p_mixed", "budgeted: never draw a prompt whose chance of a mixed group is below this "
-           "(almost surely solved or hopeless for now).", keyword="min_p_mixed"),
+           "(almost surely solved or hopeless for now)."),
 ])
 class Budgeted(Sampler):
-    def __init__(self, budget: int | None = None, candidates: float = 4.0, first_round: float = 0.75,
-                 decay: float = 0.95, prior_strength: float = 2.0, min_p_mixed: float = 0.05,
-                 success_threshold: float = 0.5, seed: int = 0) -> None:
+    def __init__(self, sample_budget: int | None = None, budget_candidates: float = 4.0,
+                 budget_first_round: float = 0.75, budget_decay: float = 0.95, budget_prior_strength: float = 2.0,
+                 budget_min_p_mixed: float = 0.05, success_threshold: float = 0.5, seed: int = 0) -> None:
         super().__init__(success_threshold, seed)
-        if budget is not None and (not isinstance(budget, int) or budget < 1):
-            raise ValueError(f"budget must be an int >= 1 (samples per step) or None (B x G), got {budget!r}")
-        if candidates < 1 or not 0 < first_round <= 1 or not 0 < decay <= 1 or prior_strength <= 0:
-            raise ValueError("budgeted needs candidates >= 1, 0 < first_round <= 1, 0 < decay <= 1 and "
-                             "prior_strength > 0")
-        if not 0 <= min_p_mixed < 1:
-            raise ValueError(f"min_p_mixed must be in [0, 1), got {min_p_mixed}")
-        self.budget, self.candidates, self.first_round = budget, candidates, first_round
-        self.decay, self.prior_strength, self.min_p_mixed = decay, prior_strength, min_p_mixed
+        if sample_budget is not None and (not isinstance(sample_budget, int) or sample_budget < 1):
+            raise ValueError(f"sample_budget must be an int >= 1 (samples per step) or None (B x G), got "
+                             f"{sample_budget!r}")
+        if (budget_candidates < 1 or not 0 < budget_first_round <= 1 or not 0 < budget_decay <= 1
+                or budget_prior_strength <= 0):
+            raise ValueError(f"budgeted needs budget_candidates >= 1, 0 < budget_first_round <= 1, 0 < budget_decay "
+                             f"<= 1 and budget_prior_strength > 0, got {budget_candidates}, {budget_first_round}, "
+                             f"{budget_decay} and {budget_prior_strength}")
+        if not 0 <= budget_min_p_mixed < 1:
+            raise ValueError(f"budget_min_p_mixed must be in [0, 1), got {budget_min_p_mixed}")
+        self.budget, self.candidates, self.first_round = sample_budget, budget_candidates, budget_first_round
+        self.decay, self.prior_strength = budget_decay, budget_prior_strength
+        self.min_p_mixed = budget_min_p_mixed
         self.index: dict[Any, int] = {}  # prompt key -> its row in the count tensors
         self.counts = torch.zeros(0, 3, dtype=torch.float64)  # (N, 3): successes, failures, step last updated
         self.step = 0
@@ -125,7 +129,7 @@ class Budgeted(Sampler):
         want = len(prompts)
         budget = self.budget or want * g
         if budget < g:
-            raise ValueError(f"budget={budget} samples cannot fill one group of num_generations={g}")
+            raise ValueError(f"sample_budget={budget} samples cannot fill one group of num_generations={g}")
         self.step += 1
         self.rate *= self.decay  # the prior follows the recent success rate
         pool = _distinct(list(prompts) + more(max(0, math.ceil(self.candidates * want) - want)))
@@ -152,7 +156,7 @@ class Budgeted(Sampler):
             kept.append((chosen[useful], numbers[useful], drawn.rewards[useful]))
             n_kept += len(useful)
             last = (chosen, numbers, drawn.rewards)
-        if not draws:  # every candidate below min_p_mixed: the batch trains as `fixed` would draw it
+        if not draws:  # every candidate below budget_min_p_mixed: the batch trains as `fixed` would draw it
             drawn = draw(list(prompts), g)
             draws.append(drawn)
             self._update(rows[:want], drawn.rewards)

@@ -20,8 +20,9 @@ class SimConfig:
     # who decides what trains: names in grposcope.sampling.SAMPLERS and core.advantages.ESTIMATORS
     sampler: str = "fixed"
     estimator: str = "grpo"
-    sampler_options: dict[str, Any] = field(default_factory=dict)  # e.g. {"exit_rule": "pos"}
-    estimator_options: dict[str, Any] = field(default_factory=dict)  # e.g. {"alpha": 0.5}
+    # their keyword arguments, spelled as GRPOConfig's fields: e.g. {"exit_rule": "pos"}
+    sampler_options: dict[str, Any] = field(default_factory=dict)
+    estimator_options: dict[str, Any] = field(default_factory=dict)  # e.g. {"virtual_sample_alpha": 0.5}
 
     # the prompts: p_i = sigmoid(z_i + w . x_i)
     prompts: int = 10_000  # N training prompts
@@ -79,6 +80,9 @@ class SimConfig:
         for name in ("sampler_options", "estimator_options"):
             if not isinstance(getattr(self, name), dict):
                 raise InputTypeError(f"{name} must be a dict of keyword arguments, got {getattr(self, name)!r}")
+        # an old keyword (core/registry.py, RENAMED) warns and is stored under its config field's name
+        self.sampler_options = SAMPLERS.current(self.sampler, self.sampler_options)
+        self.estimator_options = ESTIMATORS.current(self.estimator, self.estimator_options)
 
     @property
     def heldout(self) -> int:

@@ -1,22 +1,18 @@
-"""Memory before it is spent: what this machine can give a run, and the simulator's check of a config.
+"""Memory before it is spent: the simulator's check of a config against what this machine can give a run.
 
 A run that asks for more memory than the machine has does not fail cleanly: torch prints its allocator's
 error (`DefaultCPUAllocator: can't allocate memory: you tried to allocate 1024000000000 bytes`), or the
 system kills the process once it has taken every byte. So the size a run will need is worked out from its
-config and compared with this machine's memory first. `available_memory` is the trainer's as well
-(grposcope.trainer.memory); it lives here because the simulator imports nothing from the trainer's layers.
-Standard library only: importing it costs nothing.
+config and compared with this machine's memory first (grposcope.machine's `available_memory`, which the
+trainer's check reads too). Standard library only: importing it costs nothing.
 """
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any
 
 from ..errors import RunError
-
-GIB = 2**30
+from ..machine import available_memory, gib
 
 # What one sample (one Bernoulli draw) of a simulated step takes at the step's peak, in bytes. Measured on
 # this machine (peak RSS over 2 steps of 16 prompts x 2^20 samples): fixed + grpo 28, dynamic 37, budgeted 46,
@@ -25,54 +21,10 @@ GIB = 2**30
 BYTES_PER_SAMPLE = 24
 
 
-def available_memory() -> int | None:
-    """Bytes this process can still get: free RAM (MemAvailable) and free swap, capped by the cgroup's memory
-    limit (a container's, which MemAvailable does not show). Without /proc/meminfo, the physical memory; None
-    where neither can be read (then nothing is checked).
-    """
-    free = _meminfo()
-    if free is None:
-        try:
-            free = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        except (AttributeError, ValueError, OSError):  # no sysconf (Windows), or no such name
-            return None
-    limit = _cgroup_limit()
-    return min(free, limit) if limit is not None else free
-
-
-def _meminfo() -> int | None:
-    try:
-        lines = Path("/proc/meminfo").read_text().splitlines()
-    except OSError:
-        return None
-    fields = {name: int(rest.split()[0]) * 1024 for name, _, rest in (line.partition(":") for line in lines)
-              if rest.split() and rest.split()[0].isdigit()}  # "MemAvailable:   23887368 kB"
-    if "MemAvailable" not in fields:
-        return None
-    return fields["MemAvailable"] + fields.get("SwapFree", 0)
-
-
-def _cgroup_limit() -> int | None:
-    """The memory limit of this process's cgroup (v2 `memory.max`, v1 `memory.limit_in_bytes`), or None.
-    The whole limit, not what is left of it: the check must never refuse a run that fits."""
-    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-        try:
-            text = Path(path).read_text().strip()
-        except OSError:
-            continue
-        if text.isdigit() and int(text) < 2**60:  # "max" (v2) or ~2^63 (v1): no limit
-            return int(text)
-    return None
-
-
-def gib(size: float) -> str:
-    return f"{size / GIB:.1f} GiB"
-
-
 def sim_samples(config: Any) -> int:
     """Samples one simulated step draws at least: B x G (fixed; dynamic's first batch; reinforce_ada's pools
-    hold at least G per prompt), or budgeted's budget."""
-    budget = config.sampler_options.get("budget") if config.sampler == "budgeted" else None
+    hold at least G per prompt), or budgeted's sample_budget."""
+    budget = config.sampler_options.get("sample_budget") if config.sampler == "budgeted" else None
     if isinstance(budget, int) and not isinstance(budget, bool) and budget > 0:
         return budget  # budgeted spends its budget however it splits it into groups
     return config.batch_size * config.num_generations

@@ -75,9 +75,9 @@ def _simulate(config: SimConfig, population: Population | None) -> SimResult:
     for step in range(1, config.steps + 1):
         p = success_prob(pop.logits, pop.features, w)  # (N,) sampled from before this step's update
         draw = Simulated(p, draws, lengths)
-        metrics, grad = _step(config, pop, p, sampler, estimator, monitor, order, draw)
+        metrics, grad, generated = _step(config, pop, p, sampler, estimator, monitor, order, draw)
         w = w + config.lr * grad
-        total += metrics["sampler/samples_generated"]
+        total += generated
         metrics.update({
             "step": float(step),
             "samples_total": total,
@@ -92,8 +92,9 @@ def _simulate(config: SimConfig, population: Population | None) -> SimResult:
 
 def _step(config: SimConfig, pop: Population, p: torch.Tensor, sampler: Sampler,
           estimator: advantages.AdvantageEstimator, monitor: CollapseMonitor, order: PromptStream,
-          draw: Simulated) -> tuple[dict[str, float], torch.Tensor]:
-    """Sample, score, advantage, diagnose: the step's metrics and the REINFORCE gradient (k,)."""
+          draw: Simulated) -> tuple[dict[str, float], torch.Tensor, int]:
+    """Sample, score, advantage, diagnose: the step's metrics, the REINFORCE gradient (k,) and the samples
+    drawn."""
     selection = sampler.sample(order.take(config.batch_size), draw, order.take, config.num_generations)
     rewards = selection.rewards  # (B', G) in {0, 1}
     out = estimator(rewards, pool=selection.pool, as_drawn=selection.as_drawn)  # advantages (B', G)
@@ -102,7 +103,7 @@ def _step(config: SimConfig, pop: Population, p: torch.Tensor, sampler: Sampler,
     metrics = {**selection.metrics, **out.metrics, "reward/mean": rewards.mean().item()}
     # the ACR family reads the groups as first drawn; acr_post what reaches the update
     metrics.update(monitor.update(selection.as_drawn, out.advantages))  # collapse/acr*, acr_post, alarms
-    return metrics, grad
+    return metrics, grad, selection.samples_generated
 
 
 def build_sampler(config: SimConfig) -> Sampler:

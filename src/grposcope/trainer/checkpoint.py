@@ -22,7 +22,6 @@ import hashlib
 import json
 import os
 import random
-import re
 import shutil
 import warnings
 from pathlib import Path
@@ -33,13 +32,19 @@ import torch
 from .. import manifest as mf
 from ..errors import UserError
 from ..logging.backends import METRICS_FILE
-from . import disk_space  # a module, not names: disk_space reads this module's names at call time
+from . import disk_space
+from .run_folder import (
+    FORMAT,
+    STATE,
+    STATE_JSON,
+    checkpoint_folders,
+    holds_metrics,
+    latest_checkpoint,
+    nearest_existing,
+    step_of,
+    verify,
+)
 
-FORMAT = 1
-MANIFEST = mf.MANIFEST
-STATE = "trainer_state.pt"
-STATE_JSON = "trainer_state.json"
-_NAME = re.compile(r"^checkpoint-(\d+)$")
 _TMP_PREFIX = ".tmp-"
 
 
@@ -95,7 +100,7 @@ def write_folder_atomically(target: Path, write, kind: str | None = None, needs:
     `needs` (bytes, an estimate) is checked against the free space first; a write that fills the disk anyway
     raises DiskFullError too. Either way nothing of `target` is left behind.
     """
-    free = shutil.disk_usage(disk_space._existing(target.parent)).free
+    free = shutil.disk_usage(nearest_existing(target.parent)).free
     if needs and free < needs:
         raise disk_space.disk_full(target, needs, free)
     tmp = target.parent / f"{_TMP_PREFIX}{target.name}-{os.getpid()}"
@@ -123,7 +128,7 @@ def write_folder_atomically(target: Path, write, kind: str | None = None, needs:
 
 def rotate(output_dir: Path, limit: int, keep: Path) -> list[Path]:
     """Deletes the oldest checkpoints beyond the newest `limit` (never `keep`); returns the deleted ones."""
-    folders = sorted(checkpoint_folders(output_dir), key=lambda p: _step_of(p), reverse=True)
+    folders = sorted(checkpoint_folders(output_dir), key=step_of, reverse=True)
     doomed = [p for p in folders[limit:] if p != keep]
     for folder in doomed:
         left = mf.remove_written(folder)
@@ -183,44 +188,14 @@ def remove_unfinished(output_dir: str | os.PathLike[str]) -> list[str]:
     return [p.name for p in leftovers]
 
 
-# --- finding and checking ----------------------------------------------------------------------------------
-
-
-def verify(folder: Path, resumable: bool = True) -> str | None:
-    """None when `folder` is complete: every file its manifest lists has its size and checksum, and (with
-    `resumable`) it is a checkpoint a run can continue from, not a model folder; otherwise what is wrong."""
-    manifest, why = mf.read(folder)
-    if manifest is None:
-        return f"{why} (not a complete grposcope checkpoint)"
-    if manifest.get("format") != FORMAT:
-        return f"checkpoint format {manifest.get('format')!r}, this grposcope reads {FORMAT}"
-    problem = mf.problem(folder, manifest["files"])
-    if problem is not None:
-        return problem
-    if resumable and STATE not in manifest["files"]:
-        return f"no {STATE} in the manifest"
-    return None
-
-
-def latest_checkpoint(output_dir: str | os.PathLike[str]) -> Path | None:
-    """The newest complete checkpoint in `output_dir`; incomplete ones are skipped with a warning."""
-    root = Path(output_dir)
-    if not root.is_dir():
-        return None
-    for folder in sorted(checkpoint_folders(root), key=_step_of, reverse=True):
-        problem = verify(folder)
-        if problem is None:
-            return folder
-        warnings.warn(f"skipping {folder}: {problem}; resuming from an older checkpoint", RuntimeWarning,
-                      stacklevel=2)
-    return None
+# --- what to resume from (finding and verifying a checkpoint: run_folder.py) --------------------------------
 
 
 def resolve(spec: str | bool, output_dir: str | os.PathLike[str]) -> Path:
     """The checkpoint `resume_from_checkpoint` names: True = the newest complete one in output_dir."""
     if spec is True:
         found = latest_checkpoint(output_dir)
-        if found is None and disk_space._holds_metrics(Path(output_dir)):
+        if found is None and holds_metrics(Path(output_dir)):
             # the run there cannot be continued, and a new run refuses its folder: name the one way on
             raise CheckpointError(
                 f"resume_from_checkpoint=True, but {output_dir} holds a run's {METRICS_FILE} and no complete "
@@ -350,6 +325,23 @@ def _load_torch(path: Path) -> Any:
         ) from None
 
 
+# --- the components' state ---------------------------------------------------------------------------------
+
+
+def component_state(*, estimator, sampler, monitor) -> dict[str, Any]:
+    """The state of a run's stateful components: the advantage estimator (AVSPO's threshold), the sampler and
+    the collapse monitor, under the keys both checkpoints keep them (trainer_state.pt here, the TRL
+    integration's grposcope_state.pt)."""
+    return {"estimator": estimator.state_dict(), "sampler": sampler.state_dict(), "monitor": monitor.state_dict()}
+
+
+def load_component_state(state: dict[str, Any], *, estimator, sampler, monitor) -> None:
+    """Puts `component_state`'s dict (or a checkpoint's, which holds it) back into the live components."""
+    estimator.load_state_dict(state["estimator"])
+    sampler.load_state_dict(state["sampler"])
+    monitor.load_state_dict(state["monitor"])
+
+
 # --- RNGs --------------------------------------------------------------------------------------------------
 
 
@@ -381,15 +373,3 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 def _as_tuples(value: Any) -> Any:
     return tuple(_as_tuples(v) for v in value) if isinstance(value, (list, tuple)) else value
-
-
-# --- helpers -----------------------------------------------------------------------------------------------
-
-
-def checkpoint_folders(root: Path) -> list[Path]:
-    """The `checkpoint-N` folders in `root`, complete or not (see `verify`), in no particular order."""
-    return [p for p in root.iterdir() if p.is_dir() and _NAME.match(p.name)] if root.is_dir() else []
-
-
-def _step_of(folder: Path) -> int:
-    return int(_NAME.match(folder.name).group(1))

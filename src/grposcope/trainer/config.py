@@ -21,7 +21,6 @@ from ..rollout.options import check_generation_kwargs
 from .config_checks import (  # noqa: F401 (type_name: for cli/options.py)
     check_choice,
     check_values,
-    name_component_options,
     naming_the_option,
     type_name,
 )
@@ -35,6 +34,18 @@ LOSS_TYPES = {
     "dr_grpo": "seq_mean_token_sum_norm",  # Dr. GRPO (arXiv 2503.20783): sum / max_completion_length
 }
 LR_SCHEDULERS = ("linear", "constant", "cosine")
+
+
+def estimator_with_avspo(advantage_estimator: str, use_avspo: bool) -> str:
+    """The advantage estimator a config runs: `use_avspo=True` (the AVSPO paper's switch) is
+    advantage_estimator="avspo", and clashes with any other estimator chosen. This config and the TRL
+    integration's (integrations/trl_config.py) both resolve it here."""
+    if use_avspo and advantage_estimator not in ("grpo", "avspo"):
+        raise ValueError(
+            f"use_avspo=True conflicts with advantage_estimator={advantage_estimator!r}: "
+            "AVSPO is its own estimator; drop one of the two"
+        )
+    return "avspo" if use_avspo else advantage_estimator
 
 
 @dataclass
@@ -244,13 +255,7 @@ class GRPOConfig:
         check_choice("reward_errors", self.reward_errors, ERROR_MODES)
         check_choice("lr_scheduler_type", self.lr_scheduler_type, LR_SCHEDULERS)
         check_choice("kl_estimator", self.kl_estimator, KL_ESTIMATORS)
-        if self.use_avspo and self.advantage_estimator not in ("grpo", "avspo"):
-            raise ValueError(
-                f"use_avspo=True conflicts with advantage_estimator={self.advantage_estimator!r}: "
-                "AVSPO is its own estimator; drop one of the two"
-            )
-        if self.use_avspo:
-            self.advantage_estimator = "avspo"
+        self.advantage_estimator = estimator_with_avspo(self.advantage_estimator, self.use_avspo)
         self._check_registered()
         if isinstance(self.report_to, str):
             self.report_to = [self.report_to]
@@ -266,11 +271,8 @@ class GRPOConfig:
             raise ValueError("kl_in_reward=True needs beta > 0 (the KL's weight in the reward); set beta, e.g. "
                              "0.04, or drop kl_in_reward")
         self.generation_kwargs = check_generation_kwargs(self.generation_kwargs, self.max_completion_length)
-        for family, name in checked_entries(self):
-            try:  # a bad option fails with its rule, even for an entry not chosen
-                FAMILIES[family].build(name, self)
-            except ValueError as err:
-                raise ValueError(name_component_options(str(err), FAMILIES[family], name, self)) from None
+        for family, name in checked_entries(self):  # a bad option fails with its rule, even for an entry not chosen
+            FAMILIES[family].build(name, self)
 
     def _check_registered(self) -> None:
         """Names of registered things (each error prefixed with the option that holds the name); those of

@@ -181,18 +181,6 @@ def _check_virtual_reward_partial(config: Any) -> None:
                          f"{(low + high) / 2:g}, midway")
 
 
-def name_component_options(message: str, registry: Any, entry: str, config: Any) -> str:
-    """A component's error says its own keywords (tau_init, candidates); adds the config options that set them
-    and their values: "...; here tau_init is acr_threshold_init=2.0"."""
-    import re
-
-    fields = {o.param: o.field for o in registry.options(entry)}
-    fields.update({keyword: field for field, keyword in registry.reads(entry).items()})
-    said = [f"{keyword} is {field}={getattr(config, field)!r}" for keyword, field in fields.items()
-            if keyword != field and field not in message and re.search(rf"\b{re.escape(keyword)}\b", message)]
-    return f"{message}; here {', '.join(said)}" if said else message
-
-
 def naming_the_option(option: str, check: Any, *args: Any) -> None:
     """Runs `check(*args)`; its ValueError (an unknown name, say) is raised again starting with `option:`."""
     try:

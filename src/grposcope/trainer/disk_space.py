@@ -15,7 +15,17 @@ import torch
 
 from ..errors import DiskFullError
 from ..logging.backends import METRICS_FILE
-from . import checkpoint as ckpt  # a module, not names: the two modules read each other's names at call time
+from .run_folder import (
+    CHECKPOINT_NAME,
+    MANIFEST,
+    STATE,
+    STATE_JSON,
+    checkpoint_folders,
+    holds_metrics,
+    latest_checkpoint,
+    nearest_existing,
+    step_of,
+)
 
 # Room for what the formula does not count: tokenizer and config files, trainer_state.pt (RNGs, the generation
 # in flight), manifest.json, file-system blocks. Real tokenizers take 2-10 MB, which the 2% margin covers for
@@ -25,7 +35,7 @@ _SMALL_FILES = 256 << 10
 
 def _run_files() -> tuple[str, ...]:
     """A checkpoint's files that a model folder does not have."""
-    return ("optimizer.pt", "scheduler.pt", ckpt.STATE, ckpt.STATE_JSON, ckpt.MANIFEST)
+    return ("optimizer.pt", "scheduler.pt", STATE, STATE_JSON, MANIFEST)
 
 
 # What a full disk looks like through each writer: Python's OSError (ENOSPC), safetensors' SafetensorError
@@ -39,9 +49,9 @@ def estimate_checkpoint_bytes(output_dir: str | os.PathLike[str], model, optimiz
     """The size the next checkpoint will take, plus a margin: the newest checkpoint's size when there is one
     (the same files of the same shapes), else the weights and the optimizer's state (AdamW: two moments of
     every trainable weight). An estimate that falls short is caught by the write failing (DiskFullError)."""
-    folders = ckpt.checkpoint_folders(Path(output_dir))
+    folders = checkpoint_folders(Path(output_dir))
     if folders:
-        newest = max(folders, key=ckpt._step_of)
+        newest = max(folders, key=step_of)
         return _with_margin(sum(p.stat().st_size for p in newest.iterdir() if p.is_file()))
     return _with_margin(weights_bytes(model) + _optimizer_bytes(optimizer)) + _SMALL_FILES
 
@@ -49,9 +59,9 @@ def estimate_checkpoint_bytes(output_dir: str | os.PathLike[str], model, optimiz
 def estimate_model_bytes(output_dir: str | os.PathLike[str], model) -> int:
     """The size of the final model folder, plus a margin: the newest checkpoint's weight, config and tokenizer
     files when there is one, else the weights (tokenizer and config files: `_SMALL_FILES / 4`)."""
-    folders = ckpt.checkpoint_folders(Path(output_dir))
+    folders = checkpoint_folders(Path(output_dir))
     if folders:
-        newest = max(folders, key=ckpt._step_of)
+        newest = max(folders, key=step_of)
         files = [p for p in newest.iterdir() if p.is_file() and p.name not in _run_files()]
         return _with_margin(sum(p.stat().st_size for p in files))
     return _with_margin(weights_bytes(model)) + _SMALL_FILES // 4
@@ -100,7 +110,7 @@ def disk_full(target: Path, needs: int, free: int, failure: BaseException | None
     """The error for `target` not fitting: the disk, the sizes (`free`: before the write began; a failed
     writer may still hold its deleted file's blocks), the fix, and how to continue the run."""
     root = target.parent
-    what = target.name if ckpt._NAME.match(target.name) else f"the final model {target}"
+    what = target.name if CHECKPOINT_NAME.match(target.name) else f"the final model {target}"
     sizes = f"needs ~{_size(needs)}, {_size(free)} free" if needs else f"{_size(free)} free"
     if failure is not None:
         sizes += f"; the write failed with {type(failure).__name__}: {_first_line(failure)}"
@@ -110,7 +120,7 @@ def disk_full(target: Path, needs: int, free: int, failure: BaseException | None
 def _way_on(output_dir: Path) -> str:
     with warnings.catch_warnings():  # a damaged checkpoint is reported when the run resumes, not here
         warnings.simplefilter("ignore")
-        last = ckpt.latest_checkpoint(output_dir)
+        last = latest_checkpoint(output_dir)
     if last is None:
         return (f"Nothing of it was kept and {METRICS_FILE} is as it was, but the run has no checkpoint to "
                 f"resume from: free space on that disk and start it over with {start_over(output_dir)}; or "
@@ -127,7 +137,7 @@ def way_on_after_a_failed_write(output_dir: str | os.PathLike[str]) -> str:
     root = Path(output_dir)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        last = ckpt.latest_checkpoint(root)
+        last = latest_checkpoint(root)
     if last is None:
         return (f"start the run over with {start_over(root)}, since it has no checkpoint to resume from; or "
                 "start it in an output_dir on a disk with room")
@@ -141,13 +151,13 @@ def start_over(output_dir: str | os.PathLike[str]) -> str:
     root = Path(output_dir)
     text = (f"--overwrite_output_dir (overwrite_output_dir=True), which keeps its {METRICS_FILE} as "
             f"{_aside(root / METRICS_FILE).name}")
-    return text + " and removes its checkpoint-N folders" if ckpt.checkpoint_folders(root) else text
+    return text + " and removes its checkpoint-N folders" if checkpoint_folders(root) else text
 
 
 def keep_metrics_aside(output_dir: str | os.PathLike[str]) -> Path | None:
     """Renames a used metrics.jsonl to metrics.jsonl.<n> (the first free n) before a new run starts over
     there, so that a run's record is never lost to overwrite_output_dir; returns the new name, if any."""
-    if not _holds_metrics(Path(output_dir)):
+    if not holds_metrics(Path(output_dir)):
         return None
     path = Path(output_dir) / METRICS_FILE
     aside = _aside(path)
@@ -162,15 +172,10 @@ def _aside(path: Path) -> Path:
     return path.with_name(f"{path.name}.{n}")
 
 
-def _holds_metrics(output_dir: Path) -> bool:
-    path = output_dir / METRICS_FILE
-    return path.is_file() and path.stat().st_size > 0
-
-
 def mount_of(path: str | os.PathLike[str]) -> str:
     """The mount point holding `path` (which need not exist yet), with its device where /proc/mounts names it:
     '/data (/dev/sdb1)', '/tmp/small (tmpfs)'."""
-    point = _existing(Path(path)).resolve()
+    point = nearest_existing(path).resolve()
     while not os.path.ismount(point) and point != point.parent:
         point = point.parent
     device = _devices().get(str(point))
@@ -184,14 +189,6 @@ def _devices() -> dict[str, str]:
         return {}
     # a later mount on the same point hides the earlier one, so later lines win; spaces are written \040
     return {f[1].replace("\\040", " "): f[0] for f in (line.split() for line in lines) if len(f) > 2}
-
-
-def _existing(path: Path) -> Path:
-    """`path`, or its nearest ancestor that exists (disk_usage needs one)."""
-    path = Path(os.path.abspath(path))
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    return path
 
 
 def _size(n: int) -> str:

@@ -20,7 +20,7 @@ class Generation:
     """One generation batch, scored, with its advantages, and the optimizer steps it feeds."""
 
     batch: TrainBatch
-    metrics: dict[str, float]
+    metrics: dict[str, float]  # step_metrics.GenerationFigures.metrics(): logged on every step it feeds
     seconds: float  # generating and scoring it: charged to the first optimizer step it feeds
     plan: list[torch.Tensor]  # the rows of each optimizer step it feeds, in order
     taken: int = 0  # optimizer steps fed so far
@@ -28,6 +28,9 @@ class Generation:
     sample: list[dict] = field(default_factory=list)  # rows for completions.jsonl, until a logging step takes them
     as_drawn: torch.Tensor | None = None  # (B0, G) the groups as first drawn: the ACR family reads these
     advantages: torch.Tensor | None = None  # (B', G) what reaches the loss: acr_post reads these
+    # completions drawn for it, kept or not (Selection.samples_generated): max_samples counts them when it is
+    # drawn, so a checkpoint, whose count has them already, does not keep it
+    samples_generated: int = 0
 
     @classmethod
     def planned(cls, batch: TrainBatch, metrics: dict[str, float], seconds: float, iterations: int, size: int,

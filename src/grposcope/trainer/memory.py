@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from ..errors import RunError
-from ..sim.memory import available_memory, gib
+from ..machine import available_memory, gib
 
 CHARS_PER_TOKEN = 4  # English text in BPE vocabularies; digits and symbols take more tokens, so P is not overstated
 

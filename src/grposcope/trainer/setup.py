@@ -18,12 +18,13 @@ import torch
 from ..core import advantages
 from ..rollout import ROLLOUTS
 from ..sampling.stream import PromptStream
-from .checkpoint import checkpoint_folders, remove_checkpoints
+from .checkpoint import remove_checkpoints
 from .config import GRPOConfig
 from .disk_space import keep_metrics_aside, start_over, way_on_after_a_failed_write
 from .geometry import Geometry, geometry_for, total_steps
 from .memory import check_memory
 from .options import build
+from .run_folder import checkpoint_folders
 
 
 @dataclass

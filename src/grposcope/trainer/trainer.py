@@ -34,6 +34,7 @@ from .options import unused_options
 from .phases import PhaseTimer
 from .policy import TrainBatch, completion_logps
 from .setup import build_run, check_output_dir
+from .step_metrics import GenerationFigures, OptimizerFigures, StepMetrics, summary_figures
 
 
 class GRPOTrainer:
@@ -111,14 +112,14 @@ class GRPOTrainer:
                                     f"completions generated): stopping at step {self.global_step}")
                         break
                     self._generation = self._generate()  # sample, draw and score, advantages
-                    self.samples_generated += int(self._generation.metrics["sampler/samples_generated"])
+                    self.samples_generated += self._generation.samples_generated
                 generation, t0 = self._generation, time.perf_counter()
                 fresh = generation.fresh  # its first optimizer step pays for it and diagnoses it
-                metrics, figures = self._optimize(generation.next_batch())
-                if fresh and self.args.diagnostics:
-                    metrics.update(self._diagnose(generation, figures))
+                update, optimizer = self._optimize(generation.next_batch())
+                diagnosis = self._diagnose(generation, update) if fresh and self.args.diagnostics else {}
+                step = StepMetrics(generation.metrics, update, optimizer, diagnosis, generation.logged)
                 seconds = (generation.seconds if fresh else 0.0) + time.perf_counter() - t0
-                metrics = self._end_step(generation, metrics, seconds)  # advances global_step
+                metrics = self._end_step(step, seconds)  # advances global_step
                 if self.args.max_samples is not None:
                     logger.set_total(self._expected_steps())
                 logger.log(self.global_step, metrics)
@@ -132,11 +133,8 @@ class GRPOTrainer:
                     self.save_checkpoint()
             after = self._last_eval if self._last_eval_step == self.global_step else self.evaluate()
             self.save_model()
-            before = self._eval_before
-            extra = {f"{k} before": v for k, v in before.items()} | {f"{k} after": v for k, v in after.items()}
-            if self.args.skip_no_signal_steps:
-                extra["optimizer/skipped_no_signal_steps"] = self.no_signal_steps
-            return logger.summary(extra)
+            skipped = self.no_signal_steps if self.args.skip_no_signal_steps else None
+            return logger.summary(summary_figures(self._eval_before, after, skipped))
         finally:
             logger.close()  # also when a step fails: every logged line is on disk, backends flushed
 
@@ -154,21 +152,15 @@ class GRPOTrainer:
     def _budget_spent(self) -> bool:
         return self.args.max_samples is not None and self.samples_generated >= self.args.max_samples
 
-    def _end_step(self, generation: Generation, metrics: dict[str, float], seconds: float) -> dict[str, float]:
-        """Counts the step and completes its metrics: the generation's, what reward functions logged, the
-        step's time and phases, and the held-out accuracy when it is due."""
-        metrics = {**generation.metrics, **metrics}
-        clash = sorted(metrics.keys() & generation.logged.keys())
-        if clash:
-            raise ValueError(f"a reward function logged {clash} with log_metric: grposcope logs metrics of that "
-                             "name itself; give yours another name, e.g. 'my_reward/...'")
-        metrics.update(generation.logged)
+    def _end_step(self, step: StepMetrics, seconds: float) -> dict[str, float]:
+        """Counts the step and completes its metrics (step_metrics.py): the step's time and phases, and the
+        held-out accuracy when it is due."""
         self.global_step += 1
-        metrics["perf/step_s"] = seconds
-        metrics.update(self.timer.take())  # the phases of this step (and of its generation, on its first)
+        step.seconds = seconds
+        step.phases = self.timer.take()  # the phases of this step (and of its generation, on its first)
         if self.args.eval_steps and self.global_step % self.args.eval_steps == 0:
-            metrics.update(self.evaluate())
-        return metrics
+            step.evaluation = self.evaluate()
+        return step.metrics()
 
     def _generate(self) -> Generation:
         """Sample prompts; the sampler draws (generates and scores) and keeps groups; advantages."""
@@ -196,41 +188,33 @@ class GRPOTrainer:
                 batch.old_logp = self._logps_in_chunks(self.model, batch)
         with timer("scoring"):  # advantages
             rewards = selection.rewards  # (B', G)
-            trained, kl_metrics = self._kl_in_reward(rewards, batch)  # rewards, unless kl_in_reward
+            trained, kl_penalty = self._kl_in_reward(rewards, batch)  # rewards, unless kl_in_reward
             estimate = self.estimator(trained, pool=selection.pool, as_drawn=selection.as_drawn)
         batch.advantages = estimate.advantages.reshape(-1)  # (N,)
         if batch.old_logp is None and self._reuses_batch() and self._has_gradient(batch):
             with timer("logprobs"):  # the ratio's denominator, for the steps after the first on this batch
                 batch.old_logp = self._logps_in_chunks(self.model, batch)
-        metrics = {**self._generation_metrics(drawer, selection, rollout), **estimate.metrics, **kl_metrics}
+        self._warn_prompt_cut(drawer)
+        figures = GenerationFigures.measure(drawer, selection, rollout, estimate, kl_penalty,
+                                            self.timer.seconds["generation"])
         sample = drawer.sample_rows(selection, estimate.advantages, args.num_completions_to_print) \
             if args.log_completions else []
-        return Generation.planned(batch, metrics, time.perf_counter() - t0, args.num_iterations,
+        return Generation.planned(batch, figures.metrics(), time.perf_counter() - t0, args.num_iterations,
                                   self.geometry.optimizer_batch, logged=drawer.logged_metrics(), sample=sample,
-                                  as_drawn=selection.as_drawn, advantages=estimate.advantages)
+                                  as_drawn=selection.as_drawn, advantages=estimate.advantages,
+                                  samples_generated=selection.samples_generated)
 
-    def _generation_metrics(self, drawer: Drawer, selection: Any, rollout: Any) -> dict[str, float]:
-        """A generation batch's reward, sampler, length and speed figures (rewards of the kept groups)."""
-        rewards, lengths = selection.rewards, rollout.lengths.float()  # (B', G), (N,)
+    def _warn_prompt_cut(self, drawer: Drawer) -> None:
         if drawer.prompts_cut and not self._warned_prompt_cut:
             self._warned_prompt_cut = True  # once a run: prompt/truncated_frac counts every step
             warnings.warn(f"{drawer.prompts_cut} of the {drawer.prompts_drawn} prompts of step "
                           f"{self.global_step + 1} are longer than max_prompt_length={self.args.max_prompt_length} "
                           "tokens and keep only their last tokens (counted in prompt/truncated_frac); raise "
                           "max_prompt_length, or None for no limit", RuntimeWarning, stacklevel=2)
-        return {
-            **drawer.reward_metrics(),
-            **selection.metrics,
-            "reward/mean": rewards.mean().item(),
-            "reward/std": rewards.std().item() if rewards.numel() > 1 else 0.0,
-            "completion/mean_length": lengths.mean().item(),
-            "completion/truncated_frac": rollout.truncated.float().mean().item(),
-            "prompt/truncated_frac": drawer.prompts_cut / max(drawer.prompts_drawn, 1),
-            "perf/gen_tokens_per_s": selection.tokens_generated / max(self.timer.seconds["generation"], 1e-9),
-        }
 
-    def _optimize(self, batch: TrainBatch) -> tuple[dict[str, float], UpdateFigures]:
-        """One optimizer step over `batch` in micro-batches; its metrics, and the figures the monitor reads."""
+    def _optimize(self, batch: TrainBatch) -> tuple[UpdateFigures, OptimizerFigures]:
+        """One optimizer step over `batch` in micro-batches: what its micro-batches measured (the monitor reads
+        their entropy and KL), and what the optimizer step did."""
         args, t0, timer = self.args, time.perf_counter(), self.timer
         before = self._logps_in_chunks(self.model, batch) if args.measure_update else None  # (n, T)
         self.model.train()
@@ -259,16 +243,10 @@ class GRPOTrainer:
                 warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)`")
                 self.scheduler.step()  # either way: the learning rate follows the run's step count
             self.optimizer.zero_grad(set_to_none=True)
-        metrics = figures.metrics()
-        if before is not None:
-            metrics.update(self._update_effect(batch, before))
+        effect = self._update_effect(batch, before) if before is not None else {}
         train_tokens = (batch.prompt_mask.sum() + batch.loss_mask.sum()).item()
-        metrics["grad_norm"] = grad_norm.item()
-        metrics["loss/skipped_updates"] = float(self.bad_steps)
-        metrics["optimizer/skipped_no_signal"] = float(no_signal)
-        metrics["perf/train_tokens"] = train_tokens
-        metrics["perf/train_tokens_per_s"] = train_tokens / (time.perf_counter() - t0)
-        return metrics, figures
+        return figures, OptimizerFigures(grad_norm.item(), self.bad_steps, no_signal, train_tokens,
+                                         time.perf_counter() - t0, logp_change=effect)
 
     def _diagnose(self, generation: Generation, figures: UpdateFigures) -> dict[str, float]:
         """The collapse monitor on a generation, with the entropy (and KL) of the first update it fed: the ACR
@@ -357,14 +335,14 @@ class GRPOTrainer:
             loss = loss - args.entropy_coef * losses.aggregate(entropy, micro.loss_mask, **kwargs)
         return loss, figures
 
-    def _kl_in_reward(self, rewards: torch.Tensor, batch: TrainBatch) -> tuple[torch.Tensor, dict[str, float]]:
+    def _kl_in_reward(self, rewards: torch.Tensor, batch: TrainBatch) -> tuple[torch.Tensor, float | None]:
         """With kl_in_reward (kept for comparison with decoupled KL): r - beta * each completion's summed KL to
-        the reference, under the sampling policy.  rewards (B', G) -> (B', G), metrics"""
+        the reference, under the sampling policy.  rewards (B', G) -> (B', G), and the mean penalty (None: off)"""
         if not self.args.kl_in_reward:
-            return rewards, {}
+            return rewards, None
         kl, _ = losses.kl_penalty(batch.old_logp, batch.ref_logp, batch.loss_mask, self.args.kl_estimator)  # (N, T)
         penalty = self.args.beta * kl.sum(dim=1).view_as(rewards)  # (B', G)
-        return rewards - penalty, {"kl/reward_penalty": penalty.mean().item()}
+        return rewards - penalty, penalty.mean().item()
 
     @torch.no_grad()
     def _ref_logps(self, batch: TrainBatch) -> torch.Tensor | None:
@@ -435,9 +413,7 @@ class GRPOTrainer:
             "no_signal_steps": self.no_signal_steps,
             "samples_generated": self.samples_generated,
             "stream": self.stream.state_dict(),
-            "estimator": self.estimator.state_dict(),
-            "monitor": self.monitor.state_dict(),
-            "sampler": self.sampler.state_dict(),
+            **checkpoint.component_state(estimator=self.estimator, sampler=self.sampler, monitor=self.monitor),
             "generation": None if generation is None or generation.done else generation.state_dict(),
             "eval_before": self._eval_before,
         }
@@ -447,9 +423,7 @@ class GRPOTrainer:
         self.samples_generated = int(state.get("samples_generated", 0))  # checkpoints before max_samples: 0
         self.no_signal_steps = int(state.get("no_signal_steps", 0))  # checkpoints before the skip: 0
         self.stream.load_state_dict(state["stream"])
-        self.estimator.load_state_dict(state["estimator"])
-        self.monitor.load_state_dict(state["monitor"])
-        self.sampler.load_state_dict(state["sampler"])
+        checkpoint.load_component_state(state, estimator=self.estimator, sampler=self.sampler, monitor=self.monitor)
         generation = state["generation"]
         self._generation = None if generation is None else Generation.from_state(generation)
         self._eval_before = state["eval_before"]
