@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from grposcope.cli import coerce_all, parse_overrides
+from grposcope.core.advantages import ESTIMATORS
+from grposcope.sampling import SAMPLERS
 from grposcope.trainer.config import GRPOConfig
 from grposcope.trainer.geometry import geometry_for, total_steps
 from grposcope.trainer.options import build
@@ -25,8 +27,8 @@ def test_seed_example_config_is_accepted_and_means_avspo():
     [
         ({"num_generations": 1}, "num_generations must be >= 2"),
         ({"max_completion_length": 0}, "max_completion_length must be > 0"),
-        ({"advantage_estimator": "gae"}, "known: avspo, dr_grpo, grpo, pool, rloo"),
-        ({"sampler": "greedy"}, "unknown sampler 'greedy'; known: budgeted, dynamic, fixed, reinforce_ada"),
+        ({"advantage_estimator": "gae"}, f"known: {', '.join(ESTIMATORS.names())}"),
+        ({"sampler": "greedy"}, f"unknown sampler 'greedy'; known: {', '.join(SAMPLERS.names())}"),
         ({"loss_type": "ppo"}, "known: grpo, bnpo, dapo, dr_grpo"),
         ({"use_avspo": True, "advantage_estimator": "rloo"}, "conflicts"),
         ({"virtual_sample_strategy": "random"}, "known: stratified"),
