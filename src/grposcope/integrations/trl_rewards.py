@@ -26,7 +26,15 @@ from torch import nn
 
 from ..errors import InputTypeError
 from ..rewards.builtin import REWARDS
-from ..rewards.scorer import RewardFunctionError, _as_value, _clip, _exception_fix, failure_message
+from ..rewards.scorer import (
+    VALUE_FIX,
+    RewardFunctionError,
+    _as_value,
+    _clip,
+    _exception_fix,
+    failure_message,
+    output_shape_problem,
+)
 
 # TRL's keywords that are not one entry per sample (rewards/calling.py's RESERVED, less the two lists)
 _WHOLE_BATCH = ("trainer_state", "log_extra", "log_metric")
@@ -130,18 +138,13 @@ class CheckedReward:
 
     def check(self, output: Any, kwargs: dict[str, Any]) -> Any:
         """`output` as returned, when it is one number (or None) per completion; else RewardFunctionError."""
-        n = len(kwargs.get("completions") or ())
-        if isinstance(output, (str, bytes, dict)) or not hasattr(output, "__len__"):
-            raise self.error(f"returned a {type(output).__name__}, not a list of {n} values",
-                             "return one float (or None) per completion", kwargs, None)
-        if len(output) != n:
-            raise self.error(f"returned {len(output)} values for {n} completions",
-                             "return one float (or None) per completion, in the batch's order", kwargs, None)
+        shape = output_shape_problem(output, len(kwargs.get("completions") or ()))
+        if shape is not None:
+            raise self.error(*shape, kwargs, None)
         for i, item in enumerate(output):
             _, problem = _as_value(item)
             if problem is not None:
-                raise self.error(problem, "return a finite float, or None when the function does not apply to "
-                                 "the sample", kwargs, i)
+                raise self.error(problem, VALUE_FIX, kwargs, i)
         return output
 
     def error(self, problem: str, fix: str, kwargs: dict[str, Any], index: int | None) -> RewardFunctionError:

@@ -26,6 +26,7 @@ from typing import Any
 from ..errors import DiskFullError
 
 RESERVED_KEYS = ("step", "time")
+_NO_ROOM = (errno.ENOSPC, errno.EDQUOT)  # a full disk, or a full quota
 
 
 def json_value(value: float) -> float | None:
@@ -123,7 +124,7 @@ def write_atomically(path: Path, text: str) -> None:
         os.replace(tmp, path)
     except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
-        if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+        if isinstance(err, OSError) and err.errno in _NO_ROOM:
             raise DiskFullError(f"no space left on the disk of {path} ({err.strerror}) while writing it; "
                                 f"{path.name} is as it was. Free space on that disk") from err
         raise
@@ -205,7 +206,7 @@ class JsonlAppender:
                 view = view[os.write(self._fd, view):]
         except OSError as err:
             os.ftruncate(self._fd, size)  # frees what was written: needs no room
-            if err.errno in (errno.ENOSPC, errno.EDQUOT):
+            if err.errno in _NO_ROOM:
                 raise DiskFullError(
                     f"no space left on the disk of {self.path} ({err.strerror}) while writing to it; the file "
                     "keeps every whole line written before. Free space on that disk"

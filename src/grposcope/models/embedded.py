@@ -96,8 +96,9 @@ def ensure_embedded_checkpoint(name: str) -> Path:
     """
     embedded_models.get(name)  # an unknown name fails here, with the known ones, even if a folder exists
     target = embedded_checkpoint_dir(name)
-    if _is_complete(target):
-        _check_cache(target)
+    marker = _marker(target)
+    if marker is not None:
+        _check_cache(target, marker["files"])
         return target
     gguf = find_embedded_gguf(name)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -125,9 +126,9 @@ class DamagedCacheError(UserError, ValueError):
 _verified: dict[Path, dict[str, tuple[int, int, int]]] = {}
 
 
-def _check_cache(target: Path) -> None:
-    """Raises DamagedCacheError when a file of the conversion is missing, truncated or changed."""
-    files = json.loads((target / CACHE_MARKER).read_text())["files"]
+def _check_cache(target: Path, files: dict[str, dict[str, Any]]) -> None:
+    """Raises DamagedCacheError when a file the conversion wrote (`files`, the marker's list) is missing,
+    truncated or changed."""
     stats = {name: _stat(target / name) for name in files}
     if _verified.get(target) == stats:
         return
@@ -148,11 +149,17 @@ def _stat(path: Path) -> tuple[int, int, int]:
     return (st.st_size, st.st_mtime_ns, st.st_ino)
 
 
-def _is_complete(checkpoint: Path) -> bool:
+def _marker(checkpoint: Path) -> dict[str, Any] | None:
+    """The marker of a complete conversion of this format; None for a leftover or an outdated folder."""
     try:
-        return json.loads((checkpoint / CACHE_MARKER).read_text()).get("format") == CACHE_FORMAT
+        marker = json.loads((checkpoint / CACHE_MARKER).read_text())
     except (OSError, ValueError):
-        return False
+        return None
+    return marker if isinstance(marker, dict) and marker.get("format") == CACHE_FORMAT else None
+
+
+def _is_complete(checkpoint: Path) -> bool:
+    return _marker(checkpoint) is not None
 
 
 def _move_into_place(partial: Path, target: Path) -> None:

@@ -141,6 +141,20 @@ def _as_value(value: Any) -> tuple[float | None, str | None]:
     return value, None
 
 
+VALUE_FIX = "return a finite float, or None when the function does not apply to the sample"
+
+
+def output_shape_problem(raw: Any, n: int) -> tuple[str, str] | None:
+    """(problem, fix) when a reward function's output for `n` completions is not one value per completion
+    (a bare value or None, text, a mapping, a list of another length); None when it is."""
+    if isinstance(raw, (str, bytes, dict)) or not hasattr(raw, "__len__"):
+        return f"returned a {type(raw).__name__}, not a list of {n} values", "return one float (or None) per completion"
+    if len(raw) != n:
+        return (f"returned {len(raw)} values for {n} completions",
+                "return one float (or None) per completion, in the batch's order")
+    return None
+
+
 def _clip(text: str, limit: int = 200) -> str:
     """`text` cut to about `limit` characters, keeping head and tail (a completion's answer is at the end)."""
     if len(text) <= limit:
@@ -253,16 +267,9 @@ class RewardScorer:
         it logged (None when the call was abandoned)."""
         n = len(batch)
         failure, raw, log = self._call(func, name, batch)
-        if failure is None and (isinstance(raw, (str, bytes, dict)) or not hasattr(raw, "__len__")):
-            failure = _Failure(
-                f"returned a {type(raw).__name__}, not a list of {n} values",
-                "return one float (or None) per completion", None, list(range(n)),
-            )
-        elif failure is None and len(raw) != n:
-            failure = _Failure(
-                f"returned {len(raw)} values for {n} completions",
-                "return one float (or None) per completion, in the batch's order", None, list(range(n)),
-            )
+        shape = output_shape_problem(raw, n) if failure is None else None
+        if shape is not None:
+            failure = _Failure(*shape, None, list(range(n)))
         if failure is not None:
             self._report(name, failure, batch)
             return [0.0] * n, failure.indices, log
@@ -270,8 +277,7 @@ class RewardScorer:
         for i, item in enumerate(raw):
             value, problem = _as_value(item)
             if problem is not None:
-                fix = "return a finite float, or None when the function does not apply to the sample"
-                self._report(name, _Failure(problem, fix, i, [i]), batch)
+                self._report(name, _Failure(problem, VALUE_FIX, i, [i]), batch)
                 value = 0.0
                 failed.append(i)
             values.append(float("nan") if value is None else value)

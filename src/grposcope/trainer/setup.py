@@ -24,7 +24,7 @@ from .disk_space import keep_metrics_aside, start_over, way_on_after_a_failed_wr
 from .geometry import Geometry, geometry_for, total_steps
 from .memory import check_memory
 from .options import build
-from .run_folder import checkpoint_folders
+from .run_folder import checkpoint_folders, holds_metrics
 
 
 @dataclass
@@ -96,9 +96,8 @@ def check_output_dir(args: GRPOConfig) -> list[str]:
     continue the old run's weights with the new run's metrics.
     """
     root = Path(args.output_dir)
-    metrics = root / "metrics.jsonl"
     checkpoints = checkpoint_folders(root)
-    used = (metrics.is_file() and metrics.stat().st_size > 0) or bool(checkpoints)
+    used = holds_metrics(root) or bool(checkpoints)
     if used and not args.overwrite_output_dir and not checkpoints:  # --resume cannot continue it either
         raise ValueError(
             f"{args.output_dir} already holds a run with no checkpoint to resume from (metrics.jsonl, no "
