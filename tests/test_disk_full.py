@@ -227,15 +227,20 @@ def whole_lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in text.splitlines()]
 
 
+def train_until_the_disk_fills(monkeypatch, trainer, name: str, call: int) -> str:
+    """Trains until the `call`-th write to `name` fills the disk; returns the DiskFullError's message."""
+    with monkeypatch.context() as patch:
+        fill_the_disk_at(patch, name, call)
+        with pytest.raises(errors.DiskFullError) as info:
+            trainer.train()
+    return str(info.value)
+
+
 def test_a_full_disk_while_logging_a_step_names_the_file_and_the_way_on(tmp_path, tiny_llama, tiny_tokenizer,
                                                                          monkeypatch):
     run = tmp_path / "run"
     trainer = make_trainer(tmp_path, tiny_llama, tiny_tokenizer, save_steps=1, max_steps=4)
-    with monkeypatch.context() as patch:
-        fill_the_disk_at(patch, "metrics.jsonl", call=3)
-        with pytest.raises(errors.DiskFullError) as info:
-            trainer.train()
-    said = str(info.value)
+    said = train_until_the_disk_fills(monkeypatch, trainer, "metrics.jsonl", call=3)
     assert said.startswith(f"no space left on the disk of {run / 'metrics.jsonl'} (No space left on device)")
     assert "keeps every whole line" in said and "Free space on that disk" in said
     assert f"continue from {run / 'checkpoint-2'} with --resume" in said
@@ -248,11 +253,7 @@ def test_a_full_disk_while_logging_completions_leaves_no_partial_line(tmp_path, 
                                                                       monkeypatch):
     run = tmp_path / "run"
     trainer = make_trainer(tmp_path, tiny_llama, tiny_tokenizer, save_steps=10, max_steps=3)
-    with monkeypatch.context() as patch:
-        fill_the_disk_at(patch, "completions.jsonl", call=2)
-        with pytest.raises(errors.DiskFullError) as info:
-            trainer.train()
-    said = str(info.value)
+    said = train_until_the_disk_fills(monkeypatch, trainer, "completions.jsonl", call=2)
     assert said.startswith(f"no space left on the disk of {run / 'completions.jsonl'}")
     assert "start the run over with --overwrite_output_dir" in said  # no checkpoint yet: the one way on
     assert {r["step"] for r in whole_lines(run / "completions.jsonl")} == {1}

@@ -9,14 +9,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from resume_driver import PROMPTS, config
 from test_checkpoint import make_tiny, make_trainer
 from test_hardening import one_error_line, run, small_run
-from test_resume import DRIVER, records
+from test_resume import DRIVER, end, records, start_held_in_step_5
 
 from grposcope import GRPOConfig, GRPOTrainer
 from grposcope.trainer.folder_lock import FolderInUseError
@@ -31,21 +30,12 @@ def folder_state(root: Path) -> dict[str, tuple[int, int]]:
 @pytest.fixture
 def live_run(tmp_path, tiny_model_dir):
     """A run in its own process, held inside step 5 (checkpoint-3 written); yields (process, output_dir)."""
-    out, marker = tmp_path / "run", tmp_path / "in-step"
-    proc = subprocess.Popen([sys.executable, str(DRIVER), str(tiny_model_dir), str(out),
-                             "--hang-at-call", "3", "--marker", str(marker)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    out = tmp_path / "run"
+    proc = start_held_in_step_5(tiny_model_dir, out, tmp_path / "in-step")
     try:
-        deadline = time.monotonic() + 600
-        while not marker.exists():
-            assert proc.poll() is None, f"the run ended early: {proc.stderr.read()[-3000:]}"
-            assert time.monotonic() < deadline, "the run never reached step 5"
-            time.sleep(0.1)
         yield proc, out
     finally:
-        proc.kill()
-        proc.wait()
-        proc.stderr.close()
+        end(proc)
 
 
 def resume_config(out: Path) -> GRPOConfig:

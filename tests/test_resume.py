@@ -35,22 +35,37 @@ def comparable(record: dict) -> dict:
     return {k: v for k, v in record.items() if k != "time" and not k.startswith("perf/")}
 
 
-def kill_in_a_step(model_dir, output_dir, marker: Path) -> None:
-    """Starts the run, waits until the reward function's 3rd call (step 5's scoring), kills it with SIGKILL."""
+def start_held_in_step_5(model_dir, output_dir, marker: Path) -> subprocess.Popen:
+    """Starts the run and waits until it hangs in the reward function's 3rd call (step 5's scoring, with
+    checkpoint-3 written); returns the live process, which the caller ends (`end`)."""
     proc = subprocess.Popen([sys.executable, str(DRIVER), str(model_dir), str(output_dir),
                              "--hang-at-call", "3", "--marker", str(marker)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 600
         while not marker.exists():
-            assert proc.poll() is None, f"the run ended before it was killed: {proc.stderr.read()[-3000:]}"
-            assert time.monotonic() < deadline, "the run never reached the step it is killed in"
+            assert proc.poll() is None, f"the run ended before step 5: {proc.stderr.read()[-3000:]}"
+            assert time.monotonic() < deadline, "the run never reached step 5"
             time.sleep(0.1)
+    except BaseException:
+        end(proc)
+        raise
+    return proc
+
+
+def end(proc: subprocess.Popen) -> None:
+    proc.kill()
+    proc.wait()
+    proc.stderr.close()
+
+
+def kill_in_a_step(model_dir, output_dir, marker: Path) -> None:
+    """Starts the run, waits until it is in step 5's scoring, kills it with SIGKILL."""
+    proc = start_held_in_step_5(model_dir, output_dir, marker)
+    try:
         proc.send_signal(signal.SIGKILL)
     finally:
-        proc.kill()
-        proc.wait()
-        proc.stderr.close()
+        end(proc)
 
 
 def test_a_run_killed_mid_step_resumes_to_the_uninterrupted_result(tmp_path, tiny_model_dir):
