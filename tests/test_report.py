@@ -68,7 +68,8 @@ def test_a_stock_trl_run_uses_frac_reward_zero_std(tmp_path):
     assert run.values("collapse/acr") == [1.0, 0.25, 0.25, 0.5, 0.5, 0.75]
     assert fig.acr_100 == pytest.approx(3.25 / 6) and fig.samples_generated is None
     assert fig.wall_time_s == 700.0  # train_runtime, once the run has ended
-    assert run.notes == ["collapse/acr is TRL's frac_reward_zero_std (a stock TRL run)"]
+    assert run.notes[0] == "collapse/acr is TRL's frac_reward_zero_std (a stock TRL run)"
+    assert "log_completions=True" in run.notes[1] and len(run.notes) == 2  # how to get the whole family
 
 
 def test_a_killed_run_without_summary_and_with_a_partial_line(tmp_path):

@@ -2,50 +2,69 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
-from typing import Any, List
+from typing import Any, List, Optional
 
 import typer
 
 from ..files import check_writable
+from ..terminal import terminal_safe
 from .app import USER_ERRORS, _console_logging, app, fail, wide_console
 
-REPORT_FILES = ("report.md", "report.html")
+REPORT_FILES = ("report.md", "report.html", "steps.csv")
 
 
 @app.command("report")
 def report_command(
-    runs: List[Path] = typer.Argument(..., help="Run output folders (grposcope's metrics.jsonl or TRL's "
-                                      "trainer_state.json, also in a checkpoint-* folder), or a folder of runs "
-                                      "such as a sweep's."),
-    out: Path = typer.Option(Path("report"), "--out", help="Folder for the PNGs, report.md and report.html."),
+    runs: List[Path] = typer.Argument(..., help="Runs, detected from what is inside: a grposcope output folder "
+                                      "(metrics.jsonl), a TRL output folder (trainer_state.json, also in a "
+                                      "checkpoint-* folder, and completions/*.parquet with log_completions=True), a "
+                                      "verl rollout dump folder (trainer.rollout_data_dir) or a verl file-logger "
+                                      ".jsonl; or a folder of runs such as a sweep's."),
+    out: Path = typer.Option(Path("report"), "--out", help="Folder for the PNGs, steps.csv, report.md and "
+                             "report.html."),
     regress: bool = typer.Option(False, "--regress", help="Also fit final held-out accuracy against acr_100 "
                                  "over the runs (least squares, Pearson r, R^2, p-value); needs >= 3 runs."),
-    entropy_floor: float = typer.Option(0.5, "--entropy_floor", help="The entropy alarm's floor drawn on the "
-                                        "entropy plot (nats; the runs' entropy_floor)."),
-    kl_bound: float = typer.Option(0.5, "--kl_bound", help="The kl_drift alarm's bound drawn on the KL plot."),
+    success_threshold: Optional[float] = typer.Option(None, "--success_threshold", help="For stock TRL and "
+                                                      "verl runs: a collapsed group is all-correct when its "
+                                                      "common reward is >= this (default: 0.5 for rewards in "
+                                                      "[0, 1], else the midpoint of the rewards seen)."),
+    entropy_floor: float = typer.Option(0.5, "--entropy_floor", help="The entropy alarm's floor (nats; the runs' "
+                                        "entropy_floor): drawn on the entropy plot, and a stock run's alarm."),
+    kl_bound: float = typer.Option(0.5, "--kl_bound", help="The kl_drift alarm's bound: drawn on the KL plot, "
+                                   "and a stock run's alarm."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a report already in --out."),
 ) -> None:
     """Plot and tabulate runs: ACR and acr_post, all-correct vs all-wrong collapse, entropy, KL, reward,
-    held-out accuracy and sampler cost, the runs overlaid on one step axis, alarms marked.
+    held-out accuracy and sampler cost, the runs overlaid on one step axis, alarms marked. Stock TRL and
+    verl runs need no grposcope inside: the ACR family is computed from the rewards their rollout files hold.
 
     \b
     Examples:
       grposcope report output/quickstart --out report
       grposcope report runs/grpo runs/avspo trl_out/ --out compare
+      grposcope report trl_out/ verl_rollouts/ output/quickstart --out stock
       grposcope report runs/sweep --regress --out sweep_report
     """
     _console_logging()
     try:
         check_bounds(entropy_floor=entropy_floor, kl_bound=kl_bound)
+        if success_threshold is not None and not math.isfinite(success_threshold):
+            raise ValueError(f"--success_threshold must be a finite number (a reward), got {success_threshold}")
         paths = expand_runs(runs)
         check_out(out, overwrite)
         from ..reports.render import build_report
-        from ..reports.runs import load_run
+        from ..reports.runs import ReadOptions, load_run
 
-        loaded = [load_run(path, name) for path, name in zip(paths, run_names(paths))]
+        options = ReadOptions(success_threshold, entropy_floor, kl_bound)
+        loaded = []
+        for path, name in zip(paths, run_names(paths)):
+            run = load_run(path, name, options)
+            typer.echo(terminal_safe(f"{run.name}: read {run.found}"))
+            loaded.append(run)
         report = build_report(loaded, out, regress, entropy_floor, kl_bound)
-    except (*USER_ERRORS, ImportError) as err:  # ImportError: no matplotlib
+    except (*USER_ERRORS, ImportError) as err:  # ImportError: no matplotlib, no pyarrow
         raise fail(err) from None
     _print_summary(report, out)
 
@@ -61,10 +80,9 @@ def check_bounds(**bounds: float) -> None:
 
 
 def is_run(path: Path) -> bool:
-    if path.is_file():
-        return path.name in ("metrics.jsonl", "trainer_state.json")
-    return ((path / "metrics.jsonl").is_file() or (path / "trainer_state.json").is_file()
-            or any((p / "trainer_state.json").is_file() for p in path.glob("checkpoint-*")))
+    from ..reports.runs import run_kind
+
+    return run_kind(path) is not None
 
 
 def expand_runs(paths: list[Path]) -> list[Path]:
@@ -78,8 +96,9 @@ def expand_runs(paths: list[Path]) -> list[Path]:
             continue
         inner = sorted(p for p in path.iterdir() if p.is_dir() and is_run(p)) if path.is_dir() else []
         if not inner:
-            raise FileNotFoundError(f"{path} is not a run (no metrics.jsonl, trainer_state.json or checkpoint-* "
-                                    "with one) and holds no run folders")
+            raise FileNotFoundError(f"{path} is not a run (no metrics.jsonl, trainer_state.json, checkpoint-* "
+                                    "with one, completions/*.parquet or verl's {step}.jsonl files) and holds no "
+                                    "run folders")
         found += inner
     return list(dict.fromkeys(found))
 
@@ -105,7 +124,7 @@ def _print_summary(report: Any, out: Path) -> None:
     from rich.table import Table
 
     from ..reports.render import COLUMNS, fit_sentence, table_rows
-    from ..terminal import markup_safe, terminal_safe
+    from ..terminal import markup_safe
 
     console = wide_console(240)  # a log file: whole run names, no wrap
     table = Table(title=f"grposcope report: {len(report.runs)} run(s)")
@@ -119,5 +138,5 @@ def _print_summary(report: Any, out: Path) -> None:
     for run in report.runs:  # also under Notes in report.md and report.html
         for note in run.notes:
             typer.echo(terminal_safe(f"note: {run.name}: {note}"))
-    typer.echo(terminal_safe(f"wrote {len(report.plots) + (report.fit is not None)} plot(s), report.md and "
-                             f"report.html to {out}"))
+    typer.echo(terminal_safe(f"wrote {len(report.plots) + (report.fit is not None)} plot(s), steps.csv, "
+                             f"report.md and report.html to {out}"))

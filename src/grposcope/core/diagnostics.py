@@ -13,7 +13,7 @@ import logging
 import math
 import statistics
 from collections import deque
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 
@@ -46,6 +46,22 @@ def collapse_metrics(rewards: torch.Tensor, success_threshold: float = 0.5) -> d
         "collapse/acr_all_correct": (collapsed & correct).sum().item() / b,
         "collapse/acr_all_wrong": (collapsed & ~correct).sum().item() / b,
     }
+
+
+def pad_groups(groups: Sequence[torch.Tensor]) -> torch.Tensor:
+    """Groups of different sizes as one matrix, each padded with its own mean: that keeps whether a group is
+    collapsed (padding an all-equal group with its value adds no spread; a group with spread keeps some) and
+    its common reward, so `collapse_metrics` reads it as it would read the groups one by one.
+    groups: B tensors of shape (s_b,), s_b >= 1 -> (B, max s_b)."""
+    if not groups:
+        raise ValueError("pad_groups needs at least one group")
+    width = max(g.numel() for g in groups)
+    out = torch.empty(len(groups), width, dtype=torch.result_type(groups[0], 1.0))  # (B, G)
+    for i, values in enumerate(groups):
+        values = values.reshape(-1).to(out.dtype)  # (s_b,)
+        out[i, : values.numel()] = values
+        out[i, values.numel():] = values.mean()
+    return out
 
 
 def post_collapse_rate(advantages: torch.Tensor, tol: float = ZERO_ADVANTAGE_TOL) -> float:

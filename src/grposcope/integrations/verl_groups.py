@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from ..core.advantages import AdvantageEstimator
-from ..core.diagnostics import collapse_metrics, post_collapse_rate
+from ..core.diagnostics import collapse_metrics, pad_groups, post_collapse_rate
 
 PAD_PREFIX = "pad"
 
@@ -68,14 +68,8 @@ def group_rows(index: Sequence[Any] | np.ndarray, n: int) -> Groups:
 
 
 def padded_groups(scores: torch.Tensor, rows: list[np.ndarray]) -> torch.Tensor:
-    """Every group as one row of a matrix, padded with its own mean.  scores (N,) -> (B, G)."""
-    width = max(len(r) for r in rows)
-    out = torch.empty(len(rows), width, dtype=scores.dtype)  # (B, G)
-    for i, r in enumerate(rows):
-        values = scores[torch.as_tensor(r)]  # (s,)
-        out[i, : len(r)] = values
-        out[i, len(r):] = values.mean()
-    return out
+    """Every group as one row of a matrix, padded with its own mean (core's `pad_groups`).  scores (N,) -> (B, G)."""
+    return pad_groups([scores[torch.as_tensor(r)] for r in rows])
 
 
 def step_collapse(index: Sequence[Any] | np.ndarray, scores: torch.Tensor, success_threshold: float

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import html
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +53,39 @@ def fit_runs(runs: list[Run], figures: list[RunFigures]) -> tuple[Fit, list[tupl
     return fit, points, skipped
 
 
+# steps.csv: one row per run and step, the ACR family and the signals of the alarms (docs/report.md)
+STEP_COLUMNS = ("groups", "collapse/acr", "collapse/acr_all_correct", "collapse/acr_all_wrong", "collapse/acr_ema",
+                "collapse/acr_cumulative", "collapse/acr_100", "collapse/volatility", "collapse/acr_post",
+                "alarm/stagnation", "entropy/mean", "alarm/entropy_collapse", "kl/mean", "alarm/kl_drift",
+                "alarm/no_signal", "reward/mean")
+
+
+def write_steps_csv(runs: list[Run], path: Path) -> None:
+    """steps.csv: `run`, `step` and STEP_COLUMNS for every step where a run logged one of them; a value the
+    run did not log at that step is left empty (never interpolated)."""
+    import csv
+
+    with path.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(("run", "step", *STEP_COLUMNS))
+        for run in runs:
+            columns = [run.values(name) for name in STEP_COLUMNS]
+            for i, step in enumerate(run.steps):
+                cells = [column[i] for column in columns]
+                if any(math.isfinite(v) for v in cells):
+                    writer.writerow((run.name, step, *("" if not math.isfinite(v) else _csv_number(v)
+                                                       for v in cells)))
+
+
+def _csv_number(value: float) -> str:
+    return str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
+
+
+def _steps(run: Run, figures: RunFigures) -> str:
+    """The steps a run's figures rest on; "30 of 300" when its logs hold part of the run."""
+    return f"{figures.steps} of {run.steps_trained}" if run.steps_trained else str(figures.steps)
+
+
 def _num(value: float | None, digits: int = 3) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
 
@@ -68,7 +102,7 @@ def table_rows(report: Report) -> list[list[str]]:
     rows = []
     for run, f in zip(report.runs, report.figures):
         alarms = ", ".join(f"{a.name} {a.first_step}" for a in f.alarms) or "none"
-        rows.append([run.name, run.source, str(f.steps), _num(f.final_accuracy), _num(f.best_accuracy),
+        rows.append([run.name, run.source, _steps(run, f), _num(f.final_accuracy), _num(f.best_accuracy),
                      _num(f.acr_mean), _num(f.acr_100), _num(f.acr_post_mean), alarms,
                      _count(f.samples_generated), _count(f.tokens_generated), _duration(f.wall_time_s)])
     return rows
@@ -82,7 +116,8 @@ def fit_sentence(fit: Fit) -> str:
 
 
 def _notes(report: Report) -> list[str]:
-    notes = [f"{run.name}: {note}" for run in report.runs for note in run.notes]
+    notes = [f"{run.name}: read {run.found}" for run in report.runs if run.found]
+    notes += [f"{run.name}: {note}" for run in report.runs for note in run.notes]
     if report.skipped:
         notes.append(f"left out of the regression: {', '.join(report.skipped)}")
     return notes
@@ -96,7 +131,8 @@ def write_markdown(report: Report, path: Path) -> None:
     lines += ["| " + " | ".join(cell.replace("|", "/") for cell in row) + " |" for row in table_rows(report)]
     if report.fit is not None:
         lines += ["", "## Regression", "", fit_sentence(report.fit) + ".", "", "![regression](regression.png)"]
-    lines += ["", "## Plots", ""] + [f"![{caption}]({name})\n" for name, caption in report.plots]
+    lines += ["", "Every step's figures: [steps.csv](steps.csv).", "", "## Plots", ""]
+    lines += [f"![{caption}]({name})\n" for name, caption in report.plots]
     notes = _notes(report)
     if notes:
         lines += ["## Notes", ""] + [f"- {note}" for note in notes]
@@ -150,6 +186,7 @@ def build_report(runs: list[Run], out: Path, regress: bool, entropy_floor: float
     if report.fit is not None:
         points = report.regression_points
         plot_regression(runs, [p[1] for p in points], [p[2] for p in points], report.fit, out)
+    write_steps_csv(runs, out / "steps.csv")
     write_markdown(report, out / "report.md")
     write_html(report, out, out / "report.html")
     return report

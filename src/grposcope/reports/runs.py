@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..logging.jsonl import read_metrics
+from .rollouts import plural, step_span
 
 # TRL's log_history names -> grposcope's (docs/metrics.md). Names TRL shares with grposcope (the integration's
 # collapse/*, sampler/*, avspo/*, alarm/*, grad_norm) pass through unchanged.
@@ -48,12 +49,14 @@ class Run:
 
     name: str
     path: Path
-    source: str  # "grposcope", "trl", or "simulate" (a sweep's simulated run)
+    source: str  # "grposcope", "trl", "verl", or "simulate" (a sweep's simulated run)
     steps: list[int]
     series: dict[str, list[float]]
     eval_before: float | None = None  # held-out accuracy before the first step (step 0)
     wall_time_s: float | None = None
     notes: list[str] = field(default_factory=list)  # what the reader had to assume, shown in the report
+    found: str = ""  # what was read, said to the user ("a stock TRL output folder (...)")
+    steps_trained: int | None = None  # a stock run whose rollouts cover part of it: the steps it trained
 
     def values(self, name: str) -> list[float]:
         """The series `name`, NaN where a step did not log it; all NaN when the run never logged it."""
@@ -75,20 +78,57 @@ class Run:
         return steps, values
 
 
-def load_run(path: str | Path, name: str | None = None) -> Run:
-    """The run in `path`: a grposcope output folder, a TRL output or checkpoint folder, or either file."""
+def run_kind(path: Path) -> str | None:
+    """What `path` holds, from what is inside: "grposcope" (metrics.jsonl), "trl" (trainer_state.json, in the
+    folder or a checkpoint-* folder, or TRL's completions/ parquet files), "verl" (a rollout dump of
+    {step}.jsonl files), "verl-logger" (a verl file-logger .jsonl), or None."""
+    from .engine_runs import is_verl_logger
+    from .rollouts import trl_files, verl_files
+
+    if path.is_file():
+        if path.name in ("metrics.jsonl", "trainer_state.json"):
+            return "grposcope" if path.name == "metrics.jsonl" else "trl"
+        return "verl-logger" if path.suffix == ".jsonl" and is_verl_logger(path) else None
+    if not path.is_dir():
+        return None
+    if (path / "metrics.jsonl").is_file():
+        return "grposcope"
+    if _trainer_state(path) is not None or trl_files(path):
+        return "trl"
+    return "verl" if verl_files(path) else None
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """How a stock run's rollouts are read (`grposcope report`'s options of the same names)."""
+
+    success_threshold: float | None = None  # None: 0.5 for rewards in [0, 1], else the midpoint of those seen
+    entropy_floor: float = 0.5
+    kl_bound: float = 0.5
+
+
+def load_run(path: str | Path, name: str | None = None, options: ReadOptions = ReadOptions()) -> Run:
+    """The run in `path`: a grposcope output folder, a TRL output or checkpoint folder, a verl rollout dump
+    folder, a verl file-logger .jsonl, or metrics.jsonl / trainer_state.json themselves."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist; give a run's output folder (with metrics.jsonl, or a "
-                                "TRL trainer_state.json) or the file itself")
+                                "TRL trainer_state.json or completions/ folder) or a verl rollout dump folder")
     label = name or (path.parent.name if path.is_file() else path.name) or str(path)
-    if path.name == "metrics.jsonl" or (path.is_dir() and (path / "metrics.jsonl").is_file()):
-        return _grposcope_run(path if path.is_file() else path / "metrics.jsonl", label)
-    state = path if path.is_file() else _trainer_state(path)
-    if state is None:
-        raise FileNotFoundError(f"{path} holds neither a metrics.jsonl (grposcope) nor a trainer_state.json "
-                                "(TRL, in the folder or a checkpoint-* folder); is it a run's output_dir?")
-    return _trl_run(state, label)
+    kind = run_kind(path)
+    if kind == "grposcope":
+        run = _grposcope_run(path if path.is_file() else path / "metrics.jsonl", label)
+        run.found = "a grposcope run (metrics.jsonl)"
+        return run
+    if kind == "trl":
+        return _stock_trl_run(path, label, options)
+    if kind == "verl":
+        return _verl_run(path, label, options)
+    if kind == "verl-logger":
+        return _verl_logger_run(path, label)
+    raise FileNotFoundError(f"{path} holds none of: metrics.jsonl (grposcope), trainer_state.json or "
+                            "completions/completions_*.parquet (TRL, log_completions=True), {step}.jsonl files (a verl "
+                            "rollout dump, trainer.rollout_data_dir); is it a run's output_dir?")
 
 
 def _grposcope_run(metrics_path: Path, name: str) -> Run:
@@ -153,6 +193,102 @@ def _trl_run(state_path: Path, name: str) -> Run:
     step_s = [v for v in run.values("perf/step_s") if math.isfinite(v)]
     run.wall_time_s = _number(end[-1]["train_runtime"]) if end else (math.fsum(step_s) if step_s else None)
     return run
+
+
+def _stock_trl_run(path: Path, name: str, options: ReadOptions) -> Run:
+    """A TRL run: its log_history (if saved yet) and, with log_completions=True, the ACR family from its
+    completions parquet files."""
+    from .rollouts import read_trl, trl_files
+
+    folder = path.parent if path.is_file() else path
+    state = path if path.is_file() else _trainer_state(path)
+    run = _trl_run(state, name) if state is not None else Run(name, folder, "trl", [], {})
+    found = [f"{state.relative_to(folder) if state.is_relative_to(folder) else state}"] if state else []
+    if not trl_files(folder):
+        run.found = f"a TRL run ({', '.join(found)}; no completions/ folder)"
+        if not run.has("collapse/acr_ema"):
+            run.notes.append("no completions/*.parquet: run TRL with log_completions=True for the whole ACR family "
+                             "(all-correct / all-wrong, acr_ema, acr_100, the alarms) computed from its rewards")
+        return run
+    if run.has("collapse/acr_ema"):  # grposcope's TRL subclass logged the family itself
+        run.found = f"a TRL run with grposcope's integration ({', '.join(found)})"
+        return run
+    names = [m.group(1) for key in run.series if (m := re.fullmatch(r"rewards/(.+)/mean", key))] or None
+    rollouts = read_trl(folder, names)
+    if names is None:
+        run.notes.append("no trainer_state.json yet (TRL saves it with each checkpoint): every numeric column of "
+                         "the parquet files but step and advantage is read as a reward function's")
+    if TRL_ZERO_STD in run.series:  # the stand-in from log_history gives way to the rollouts' own ACR
+        run.series.pop("collapse/acr", None)
+        run.notes[:] = [n for n in run.notes if "frac_reward_zero_std" not in n]
+    _add_rollouts(run, rollouts, options)
+    run.found = rollouts.found + (f" with {found[0]}" if found else "")
+    planned = _read_json(state).get("max_steps") if state is not None else None
+    last = max([*run.steps, int(planned) if isinstance(planned, int) and planned > 0 else 0])
+    if len(rollouts.steps) < last:
+        run.steps_trained = last
+    zero_std = [(s, v) for s, v in zip(run.steps, run.values(TRL_ZERO_STD)) if math.isfinite(v)]
+    acr = dict(zip(*run.points("collapse/acr")))
+    both = [(acr[s], v) for s, v in zero_std if s in acr]
+    if both:
+        run.notes.append(f"TRL's own frac_reward_zero_std over the same {len(both)} steps: mean "
+                         f"{math.fsum(v for _, v in both) / len(both):.3f}, against collapse/acr "
+                         f"{math.fsum(a for a, _ in both) / len(both):.3f} (TRL averages its metric over each "
+                         "logging interval; the rollouts hold the last generation batch of it)")
+    return run
+
+
+def _verl_run(folder: Path, name: str, options: ReadOptions) -> Run:
+    """A verl rollout dump, with the metrics of the file logger beside it when there is exactly one."""
+    from .engine_runs import verl_logger_beside
+    from .rollouts import read_verl
+
+    rollouts = read_verl(folder)
+    logger_path, note = verl_logger_beside(folder)
+    run = _verl_logger_run(logger_path, name) if logger_path is not None else Run(name, folder, "verl", [], {})
+    run.path = folder
+    if note:
+        run.notes.append(note)
+    _add_rollouts(run, rollouts, options)
+    run.found = rollouts.found + (f" with verl's file logger {logger_path}" if logger_path else "")
+    missing = [s for s in range(1, max(run.steps) + 1) if s not in set(run.steps)] if run.steps else []
+    if missing:
+        run.notes.append(f"no rollouts for {plural(len(missing), 'step')} ({step_span(missing)})")
+    return run
+
+
+def _verl_logger_run(path: Path, name: str) -> Run:
+    from .engine_runs import read_verl_logger
+
+    records = read_verl_logger(path)
+    if not records:
+        raise ValueError(f"{path} has no record yet; report a verl run after its first logged step")
+    steps, series, odd = _columns([{"step": s, **records[s]} for s in sorted(records)], lambda key: key)
+    run = Run(name, path.parent, "verl", steps, series, notes=_odd_notes(odd, path),
+              found=f"verl's file logger {path.name}")
+    step_s = [v for v in run.values("perf/step_s") if math.isfinite(v)]
+    run.wall_time_s = math.fsum(step_s) if step_s else None
+    if not run.has("collapse/acr"):
+        run.notes.append("metrics only: give the rollout dump folder (trainer.rollout_data_dir) for the ACR family")
+    return run
+
+
+def _add_rollouts(run: Run, rollouts: Any, options: ReadOptions) -> None:
+    """The ACR family of `rollouts` into `run`'s series, on the union of its steps and the rollouts' steps."""
+    from .engine_runs import replay
+
+    if not rollouts.steps:
+        raise ValueError(f"{run.path}: no group could be read from the rollout files; "
+                         + "; ".join(rollouts.notes[:3]))
+    engine = {s: {k: run.series[k][i] for k in run.series} for i, s in enumerate(run.steps)}
+    computed, notes = replay(rollouts, engine, options.success_threshold, options.entropy_floor, options.kl_bound)
+    steps = sorted(set(run.steps) | set(computed))
+    index = {s: i for i, s in enumerate(run.steps)}
+    series = {k: [v[index[s]] if s in index else math.nan for s in steps] for k, v in run.series.items()}
+    for key in dict.fromkeys(k for m in computed.values() for k in m):
+        series[key] = [computed.get(s, {}).get(key, math.nan) for s in steps]
+    run.steps, run.series = steps, series
+    run.notes += rollouts.notes + notes
 
 
 def _is_train_record(record: dict[str, Any]) -> bool:

@@ -1,0 +1,157 @@
+"""A stock TRL or verl run as a report's Run: the ACR family recomputed from the rewards its rollout files hold,
+beside the metrics the engine logged itself (TRL's log_history, verl's file logger).
+
+The ACR family is grposcope's own (core.diagnostics.CollapseMonitor, fed each step's groups as the trainer
+feeds it), with three differences a stock run's files force, each said in the run's notes:
+- only the steps whose rollouts were written are seen (TRL writes at its logging steps): `acr_ema`,
+  `volatility`, `acr_cumulative` and the alarms run over the seen steps, the stagnation and entropy alarms
+  wait for a tenth of the seen steps (`alarm_window`) counted in seen steps, and `acr_100` is the mean ACR
+  of the seen steps among steps 1-100. Nothing is interpolated.
+- the success threshold that splits collapsed groups into all-correct and all-wrong is `--success_threshold`,
+  by default 0.5 when every reward lies in [0, 1] (grposcope's default for its reward range) and the
+  midpoint of the rewards seen otherwise.
+- `collapse/acr_post` and the no-signal alarm need the advantages: TRL writes them, verl does not.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..core.diagnostics import CollapseMonitor, alarm_window, pad_groups
+from .rollouts import Rollouts, plural, step_span
+
+ACR_100_STEPS = 100
+# verl's logged names -> grposcope's (docs/metrics.md)
+VERL_NAMES = {
+    "critic/score/mean": "reward/mean",
+    "actor/entropy": "entropy/mean",
+    "actor/kl_loss": "kl/mean",
+    "response_length/mean": "completion/mean_length",
+    "response_length/clip_ratio": "completion/truncated_frac",
+    "timing_s/step": "perf/step_s",
+}
+GROUPS = "groups"  # groups of two or more completions in the step's rollouts (steps.csv, the plots)
+
+
+def default_threshold(low: float, high: float) -> float:
+    """0.5 for rewards in [0, 1]; the midpoint of the rewards seen otherwise."""
+    return 0.5 if 0.0 <= low and high <= 1.0 else (low + high) / 2
+
+
+def replay(rollouts: Rollouts, engine: dict[int, dict[str, float]], success_threshold: float | None,
+           entropy_floor: float, kl_bound: float) -> tuple[dict[int, dict[str, float]], list[str]]:
+    """The ACR family of every step the rollouts hold, as grposcope's trainer computes it, with the engine's
+    entropy and KL (`engine[step]["entropy/mean"]`, `["kl/mean"]`) for their alarms. -> ({step: metrics}, notes)."""
+    notes = []
+    low, high = rollouts.reward_range()
+    threshold = default_threshold(low, high) if success_threshold is None else success_threshold
+    how = "--success_threshold" if success_threshold is not None else (
+        "grposcope's default for rewards in [0, 1]" if threshold == 0.5 and low >= 0 and high <= 1
+        else "the midpoint of the rewards seen; --success_threshold sets it")
+    notes.append(f"rewards seen in [{low:g}, {high:g}]; a collapsed group is all-correct when its common reward "
+                 f"is >= {threshold:g} ({how})")
+    seen = [s.step for s in rollouts.steps]
+    window = alarm_window(len(seen))
+    early = max(1, sum(s <= ACR_100_STEPS for s in seen))
+    monitor = CollapseMonitor(success_threshold=threshold, early_steps=early, stagnation_steps=window,
+                              entropy_steps=window, entropy_floor=entropy_floor, kl_bound=kl_bound)
+    out: dict[int, dict[str, float]] = {}
+    quiet = logging.getLogger("grposcope")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # the onsets are the report's alarms column, not a console warning each
+    try:
+        for step in rollouts.steps:
+            rewards = pad_groups([torch.tensor(g, dtype=torch.float64) for g in step.rewards])  # (B, G)
+            advantages = None
+            if step.advantages is not None:
+                advantages = torch.zeros(rewards.shape, dtype=torch.float64)  # (B, G), 0-padded
+                for i, a in enumerate(step.advantages):
+                    advantages[i, : len(a)] = torch.tensor(a, dtype=torch.float64).nan_to_num(0.0)
+            figures = engine.get(step.step, {})
+            metrics = monitor.update(rewards, advantages, entropy=_finite(figures.get("entropy/mean")),
+                                     kl=_finite(figures.get("kl/mean")))
+            metrics[GROUPS] = float(len(step.rewards))
+            if "reward/mean" not in figures or not math.isfinite(figures["reward/mean"]):  # verl without its logger
+                metrics["reward/mean"] = math.fsum(map(math.fsum, step.rewards)) / sum(map(len, step.rewards))
+            out[step.step] = metrics
+    finally:
+        quiet.setLevel(level)
+    sizes = rollouts.group_sizes()
+    notes.append(f"group sizes seen: {_sizes(sizes)}" + (
+        f"; a group larger than {min(sizes)} is most likely one prompt drawn twice in a step (its rows cannot "
+        "be told apart without a uid) and is read as one group" if len(sizes) > 1 and rollouts.kind == "verl"
+        else ""))
+    notes.append(f"the ACR family is computed from the rollouts of {plural(len(seen), 'step')} ({step_span(seen)}); "
+                 f"acr_ema, acr_cumulative, volatility and the alarms run over those steps alone (the stagnation "
+                 f"and entropy alarms wait for {window} seen steps in a row); acr_100 is the mean ACR of the "
+                 f"{plural(early if seen and seen[0] <= ACR_100_STEPS else 0, 'seen step')} among steps 1-100")
+    if rollouts.steps and rollouts.steps[0].advantages is None:
+        notes.append("no advantages in the rollout files: collapse/acr_post and the no-signal alarm are not "
+                     "computed")
+    return out, notes
+
+
+def _sizes(sizes: Counter) -> str:
+    return ", ".join(f"{plural(n, 'group')} of {s}" for s, n in sorted(sizes.items()))
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def read_verl_logger(path: Path) -> dict[int, dict[str, Any]]:
+    """verl's file logger (`trainer.logger=[...,'file']`): `{"step": s, "data": {metric: value}}` lines ->
+    {step: data}, the names mapped onto grposcope's where they mean the same (VERL_NAMES). A cut-short last
+    line (a run still going) is skipped."""
+    records: dict[int, dict[str, Any]] = {}
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if not raw.strip():
+                continue
+            try:
+                record = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                if raw.endswith(b"\n"):
+                    raise ValueError(f"{path}: line {number} is not JSON; is it verl's file logger output?") from None
+                continue  # the last line, cut short
+            if not is_verl_logger_record(record):
+                raise ValueError(f"{path}: line {number} is not a verl file logger record ({{\"step\": s, \"data\": "
+                                 "{...}})")
+            data = {VERL_NAMES.get(k, k): v for k, v in record["data"].items()}
+            records.setdefault(int(record["step"]), {}).update(data)
+    return records
+
+
+def is_verl_logger_record(record: Any) -> bool:
+    return (isinstance(record, dict) and isinstance(record.get("data"), dict)
+            and isinstance(record.get("step"), int) and not isinstance(record.get("step"), bool))
+
+
+def is_verl_logger(path: Path) -> bool:
+    """Whether `path`'s first line is a verl file logger record."""
+    try:
+        with path.open("rb") as handle:
+            first = handle.readline()
+        return is_verl_logger_record(json.loads(first))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        return False
+
+
+def verl_logger_beside(folder: Path) -> tuple[Path | None, str | None]:
+    """The one verl file-logger .jsonl in the dump folder or its parent folder: (path, None), or (None, a
+    note) when there are several, or (None, None) when there is none."""
+    from .rollouts import VERL_FILE
+
+    found = sorted({p for where in (folder, folder.parent) for p in where.glob("*.jsonl")
+                    if not VERL_FILE.fullmatch(p.name) and p.is_file() and is_verl_logger(p)})
+    if len(found) > 1:
+        return None, (f"several verl file-logger files beside {folder} ({', '.join(p.name for p in found)}): none "
+                      "read; report the logger file of this run as its own run to see its metrics")
+    return (found[0], None) if found else (None, None)
