@@ -26,8 +26,14 @@ _AUDIT_ERRORS = (*USER_ERRORS, ImportError)  # ImportError: math-verify is not i
 
 @app.command("audit-rewards")
 def audit_rewards_command(
-    file: Path = typer.Argument(..., help="A completions.jsonl with its answer column, or a JSONL of "
-                                '{"completion": ..., "answer": ...} pairs ("solution" works too).'),
+    file: Path = typer.Argument(..., help="A completions.jsonl with its answer column, a JSONL of "
+                                '{"completion": ..., "answer": ...} pairs ("solution" works too), a stock TRL '
+                                "output_dir (completions/*.parquet; with --answer_column) or a verl rollout dump "
+                                "folder ({step}.jsonl; its gts are the answers)."),
+    answer_column: Optional[str] = typer.Option(None, "--answer_column", help="With a stock TRL output_dir: the "
+                                                "column of its completions parquet files that holds each "
+                                                "completion's reference answer (a log_extra column)."),
+    steps: Optional[int] = typer.Option(None, "--steps", help="Audit only the last N steps (default: all)."),
     verifiers: str = typer.Option(_DEFAULT_VERIFIERS, "--verifiers", help="Verifiers to compare, comma "
                                   "separated: math_verify, boxed_exact, last_number, grposcope_default."),
     threshold: float = typer.Option(_DEFAULT_THRESHOLD, "--threshold", help="Flag two verifiers that disagree "
@@ -53,10 +59,13 @@ def audit_rewards_command(
     Examples:
       grposcope audit-rewards output/quickstart/completions.jsonl
       grposcope audit-rewards pairs.jsonl --fail_on_flag --json audit.json
+      grposcope audit-rewards trl_output_dir --answer_column answer --steps 10
+      grposcope audit-rewards verl_rollout_dump
     """
     _console_logging()
     try:
-        names, pairs = _checked_input(file, verifiers, threshold, examples, timeout_s, json_out, overwrite)
+        names, pairs = _checked_input(file, verifiers, threshold, examples, timeout_s, json_out, overwrite,
+                                      answer_column, steps)
         report = _run_audit(pairs, names, threshold, examples, timeout_s)
         if json_out is not None:
             import json
@@ -73,7 +82,8 @@ def audit_rewards_command(
 
 
 def _checked_input(file: Path, verifiers: str, threshold: float, examples: int, timeout_s: float,
-                   json_out: Optional[Path], overwrite: bool) -> tuple[list[str], list[Any]]:
+                   json_out: Optional[Path], overwrite: bool, answer_column: Optional[str] = None,
+                   steps: Optional[int] = None) -> tuple[list[str], list[Any]]:
     """Everything the user gave, checked before the first verification: options, the output, the file."""
     from ..reports.audit import read_audit_pairs, verifier_names
 
@@ -89,7 +99,7 @@ def _checked_input(file: Path, verifiers: str, threshold: float, examples: int, 
             raise FileExistsError(f"{json_out} already exists; pass --overwrite to replace it, or choose "
                                   "another --json file")
         check_writable(json_out, "--json")
-    return names, read_audit_pairs(file)
+    return names, read_audit_pairs(file, answer_column, steps)
 
 
 def _run_audit(pairs: list[Any], names: list[str], threshold: float, examples: int, timeout_s: float) -> Any:
@@ -169,7 +179,7 @@ def _print_report(report: Any, file: Path) -> None:
         table.add_row(name, str(right), str(judged), _rate(right, judged), *extra)
     console.print(table)
     console.print(_disagreement_table(report))
-    _print_examples(console, report)
+    _print_examples(console, report, file.is_dir())
     for comparison in report.flagged:
         console.print(Text(f"FLAG: {report.flag_sentence(comparison)}", style="bold red"))
     if report.flagged:
@@ -200,7 +210,7 @@ def _disagreement_table(report: Any) -> Any:
     return table
 
 
-def _print_examples(console: Any, report: Any) -> None:
+def _print_examples(console: Any, report: Any, folder: bool = False) -> None:
     """Each kind of disagreement with its first examples: the line, the answer, the completion, and what
     each verifier read (✓ right, ✗ wrong, - cannot judge)."""
     from rich.text import Text
@@ -216,9 +226,15 @@ def _print_examples(console: Any, report: Any) -> None:
                 shown = report.example(i)
                 views = "  ".join(f"{name} {marks[v['right']]} {_extracted(v['extracted'])}"
                                   for name, v in shown["verifiers"].items())
-                line = f"  line {shown['line']}: answer {shown['answer']} | {shown['completion']}"
+                where = _where(report.pairs[i], shown["line"], folder)
+                line = f"  {where}: answer {shown['answer']} | {shown['completion']}"
                 console.print(Text(terminal_safe(line)))  # model and data text: no control byte reaches the tty
                 console.print(Text(terminal_safe(f"    {views}"), style="dim"))
+
+
+def _where(pair: Any, line: int, folder: bool) -> str:
+    """"line 3" in a JSONL file; "step 2, row 3" in a run's folder, whose rows sit in one file per step."""
+    return f"step {pair.group[0]}, row {line}" if folder and pair.group is not None else f"line {line}"
 
 
 def _extracted(value: Any) -> str:

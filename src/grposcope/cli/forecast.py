@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from functools import partial
 from pathlib import Path
 from typing import Any, Optional
 
@@ -23,9 +24,12 @@ from .probe import PROBE_ERRORS, read_probe
 @app.command("forecast")
 def forecast_command(
     probe: Optional[Path] = typer.Argument(None, help="A probe file (grposcope probe), or none with --from_run."),
-    from_run: Optional[Path] = typer.Option(None, "--from_run", help="A run's output folder: its "
-                                            "completions.jsonl groups serve as the probe."),
-    steps: int = typer.Option(5, "--steps", help="With --from_run: use the groups of the first N logged steps."),
+    from_run: Optional[Path] = typer.Option(None, "--from_run", help="A run's folder whose groups serve as the "
+                                            "probe: a grposcope run (completions.jsonl), a stock TRL output_dir "
+                                            "(completions/*.parquet, log_completions=True) or a verl rollout dump "
+                                            "({step}.jsonl, trainer.rollout_data_dir)."),
+    steps: int = typer.Option(5, "--steps", help="With --from_run: use the groups of the FIRST N logged steps of "
+                              "a grposcope run, of the LAST N steps with rollouts of a stock TRL or verl run."),
     group_sizes: str = typer.Option("2,4,8,16,32", "--group_sizes", help="Group sizes G to forecast, comma "
                                     "separated."),
     budget: int = typer.Option(64, "--budget", help="Samples generated per step: B = budget // G prompts."),
@@ -37,8 +41,10 @@ def forecast_command(
     json_out: Optional[Path] = typer.Option(None, "--json", help="Also write everything as JSON."),
     mc_groups: int = typer.Option(1000, "--mc_groups", help="Groups per G in each Monte Carlo sampler run."),
     seed: int = typer.Option(0, "--seed", help="Seeds the Monte Carlo runs."),
-    success_threshold: float = typer.Option(0.5, "--success_threshold", help="With --from_run: a completion "
-                                            "succeeds when its reward is >= this."),
+    success_threshold: Optional[float] = typer.Option(None, "--success_threshold", help="With --from_run: a "
+                                                      "completion succeeds when its reward is >= this (default: "
+                                                      "0.5; for a stock TRL or verl run, 0.5 when its rewards lie "
+                                                      "in [0, 1], else their midpoint)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace existing --plot / --json files."),
 ) -> None:
     """Forecast collapse from pass rates: expected ACR per group size, draws to a mixed group, each
@@ -49,6 +55,7 @@ def forecast_command(
       grposcope forecast probe.jsonl --group_sizes 2,4,8,16,32 --budget 64
       grposcope forecast probe.jsonl --plot forecast.png --json forecast.json
       grposcope forecast --from_run output/quickstart --steps 5
+      grposcope forecast --from_run trl_output_dir --steps 10
     """
     _console_logging()
     options = dict(locals())
@@ -90,7 +97,7 @@ def _forecast_input(o: dict[str, Any]) -> tuple[str, list[tuple[int, int]], list
         raise ValueError(f"--target_acr is an ACR, in [0, 1]; got {o['target_acr']}")
     if not 0 <= o["seed"] <= MAX_SEED:
         raise ValueError(f"--seed must be in [0, {MAX_SEED}] (it seeds the Monte Carlo runs), got {o['seed']}")
-    if not math.isfinite(o["success_threshold"]):
+    if o["success_threshold"] is not None and not math.isfinite(o["success_threshold"]):
         raise ValueError(f"--success_threshold must be a finite number (a reward), got {o['success_threshold']}")
     if min(o["sizes"]) > o["budget"]:
         raise ValueError(f"--budget {o['budget']} is smaller than every group size; a step needs at least G samples")
@@ -139,13 +146,28 @@ def _int_list(text: str, flag: str) -> list[int]:
     return values
 
 
-def _from_run(run: Path, steps: int, threshold: float) -> tuple[str, list, list[str], dict | None]:
+def _from_run(run: Path, steps: int, threshold: float | None) -> tuple[str, list, list[str], dict | None]:
+    """(source, counts, notes, measured) of a run's folder: a grposcope run's completions.jsonl, else a stock
+    TRL or verl run's rollout files."""
+    from ..reports.runs import run_kind
+
+    if not run.is_dir():
+        raise FileNotFoundError(f"--from_run {run} is not a folder; give a run's output_dir")
+    kind = run_kind(run)
+    if kind in ("trl", "verl") and not (run / "completions.jsonl").is_file():
+        return _from_stock_run(run, kind, steps, threshold)
+    if kind is None and not (run / "completions.jsonl").is_file():
+        raise FileNotFoundError(f"--from_run {run} holds none of: completions.jsonl (a grposcope run), "
+                                "completions/completions_*.parquet (stock TRL with log_completions=True), "
+                                "{step}.jsonl files (a verl rollout dump, trainer.rollout_data_dir)")
+    return _from_grposcope_run(run, steps, 0.5 if threshold is None else threshold)
+
+
+def _from_grposcope_run(run: Path, steps: int, threshold: float) -> tuple[str, list, list[str], dict | None]:
     """(k, successes) per (step, prompt) group of the run's first logged steps, with what to keep in mind."""
     from ..logging.completions import read_completions
     from ..logging.jsonl import read_metrics
 
-    if not run.is_dir():
-        raise FileNotFoundError(f"--from_run {run} is not a folder; give a run's output_dir")
     path = run / "completions.jsonl"
     groups = history_groups(read_completions(path), steps, threshold)
     if not groups:
@@ -167,9 +189,98 @@ def _from_run(run: Path, steps: int, threshold: float) -> tuple[str, list, list[
             notes.append("this run's sampler dropped, re-drew or balanced groups: completions.jsonl shows the "
                          "groups kept, which are more often mixed than the groups drawn")
         if acr:  # the ACR of the groups as drawn, with its SE over steps
-            se = statistics.stdev(acr) / math.sqrt(len(acr)) if len(acr) > 1 else math.nan
-            measured = {"g": g, "steps": len(acr), "acr": statistics.fmean(acr), "acr_se": se}
+            measured = {"g": g, "steps": len(acr), **_mean_and_se(acr)}
     return str(path), [(r["k"], r["successes"]) for r in whole], notes, measured
+
+
+STOCK_KINDS = {"trl": "a stock TRL output folder (completions/*.parquet)",
+               "verl": "a verl rollout dump ({step}.jsonl)"}
+
+
+def _from_stock_run(folder: Path, kind: str, steps: int, threshold: float | None
+                    ) -> tuple[str, list, list[str], dict | None]:
+    """(k, successes) per (step, prompt) group of the last `steps` steps a stock TRL or verl run wrote
+    rollouts for, the ACR those groups had, and what to keep in mind."""
+    from ..reports.engine_runs import default_threshold
+    from ..reports.rollouts import plural, step_span
+
+    rollouts = _last_rollouts(folder, kind, steps)
+    low, high = rollouts.reward_range()
+    how = "--success_threshold"
+    if threshold is None:
+        threshold = default_threshold(low, high)
+        how = ("grposcope's default for rewards in [0, 1]" if 0 <= low and high <= 1 else "the midpoint of the "
+               "rewards seen") + "; --success_threshold sets it"
+    groups = [g for s in rollouts.steps for g in s.rewards]
+    counts = [(len(g), sum(r >= threshold for r in g)) for g in groups]
+    sizes = rollouts.group_sizes()
+    g = max(sizes, key=lambda size: (sizes[size], size))  # the run's group size: the most common
+    seen = [s.step for s in rollouts.steps]
+    notes = [f"from {plural(len(groups), 'group')} of steps {step_span(seen)} (the last {plural(len(seen), 'step')} "
+             f"with rollouts, --steps {steps}) of {STOCK_KINDS[kind]} {folder}: groups of {g} give an unbiased "
+             f"forecast only for G <= {g}"]
+    if len(sizes) > 1:
+        notes.append("group sizes: " + ", ".join(f"{plural(n, 'group')} of {size}" for size, n in
+                                                 sorted(sizes.items(), reverse=True))
+                     + " (completions left out of their groups, see below)")
+    notes.append(f"a completion succeeds when its reward is >= {threshold:g} ({how}); rewards seen in "
+                 f"[{low:g}, {high:g}]")
+    if len({r for group in groups for r in group}) > 2:
+        notes.append("the rewards take more than two values: the forecast counts a group as collapsed when all "
+                     "its completions succeed or all fail, the measured collapse/acr only when all its rewards "
+                     "are equal")
+    measured = {"g": g, "steps": len(seen), **_mean_and_se(_step_acrs(rollouts, threshold)),
+                "from": "the rollout files, as grposcope report computes it"}
+    return f"{folder} ({kind})", counts, notes + rollouts.notes, measured
+
+
+def _last_rollouts(folder: Path, kind: str, steps: int) -> Any:
+    """The rollouts of the last `steps` steps that have any. The last `steps` files are read first, and twice
+    as many while some cannot serve (a file still being written, TRL's repeats of one generation batch):
+    a long run's dump is never read whole for a few steps."""
+    from ..reports.rollouts import read_trl, read_verl, trl_files, verl_files
+    from ..reports.runs import trl_reward_names
+
+    names = None
+    if kind == "trl":
+        files = trl_files(folder)
+        names = trl_reward_names(folder) if files else None
+        read = partial(read_trl, folder, names)
+    else:
+        files, read = verl_files(folder), partial(read_verl, folder)
+    if not files:
+        raise FileNotFoundError(f"--from_run {folder} is a TRL run without completions/completions_*.parquet; "
+                                "run TRL with log_completions=True to forecast from its rollouts")
+    take = steps
+    while True:
+        rollouts = read({step for step, _ in files[-take:]})
+        if len(rollouts.steps) >= steps or take >= len(files):
+            break
+        take = min(2 * take, len(files))
+    if not rollouts.steps:
+        raise ValueError(f"--from_run {folder}: no group could be read from the rollout files; "
+                         + "; ".join(rollouts.notes[:3]))
+    rollouts.steps = rollouts.steps[-steps:]
+    if kind == "trl" and names is None:
+        rollouts.notes.append("no trainer_state.json yet (TRL saves it with each checkpoint): every numeric "
+                              "column of the parquet files but step and advantage is read as a reward function's")
+    return rollouts
+
+
+def _step_acrs(rollouts: Any, threshold: float) -> list[float]:
+    """Each step's collapse/acr, as grposcope report computes it from the same groups."""
+    import torch
+
+    from ..core.diagnostics import collapse_metrics, pad_groups
+
+    return [collapse_metrics(pad_groups([torch.tensor(g, dtype=torch.float64) for g in step.rewards]),
+                             threshold)["collapse/acr"] for step in rollouts.steps]
+
+
+def _mean_and_se(values: list[float]) -> dict[str, float]:
+    """{"acr": the mean, "acr_se": its standard error over steps (NaN for one step)}."""
+    se = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else math.nan
+    return {"acr": statistics.fmean(values), "acr_se": se}
 
 
 # --------------------------------------------------------------------------- output
@@ -204,8 +315,8 @@ def _print_forecast(result: Any, source: str, measured: dict | None) -> None:
         cost.add_row(str(g), str(max(1, result.budget // g)), *cells)
     out.print(cost)
     if measured is not None:
-        out.print(f"measured collapse/acr over the {measured['steps']} steps (metrics.jsonl), G = "
-                      f"{measured['g']}: {measured['acr']:.3f} ± {_num(measured['acr_se'])}")
+        out.print(f"measured collapse/acr over the {measured['steps']} steps ({measured.get('from', 'metrics.jsonl')}"
+                  f"), G = {measured['g']}: {measured['acr']:.3f} ± {_num(measured['acr_se'])}")
     rec = result.recommendation
     out.print(f"[bold]recommended:[/bold] {rec.text}" if rec else "no recommendation: no sampler fits the "
                   "budget at any group size", highlight=False)

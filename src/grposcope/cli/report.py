@@ -52,21 +52,38 @@ def report_command(
         check_bounds(entropy_floor=entropy_floor, kl_bound=kl_bound)
         if success_threshold is not None and not math.isfinite(success_threshold):
             raise ValueError(f"--success_threshold must be a finite number (a reward), got {success_threshold}")
-        paths = expand_runs(runs)
+        paths, skipped = readable(runs, expand_runs)
         check_out(out, overwrite)
         from ..reports.render import build_report
         from ..reports.runs import ReadOptions, load_run
 
         options = ReadOptions(success_threshold, entropy_floor, kl_bound)
-        loaded = []
-        for path, name in zip(paths, run_names(paths)):
-            run = load_run(path, name, options)
+        named = dict(zip(paths, run_names(paths)))
+        loaded, unread = readable(paths, lambda one: [load_run(one[0], named[one[0]], options)])
+        for run in loaded:
             typer.echo(terminal_safe(f"{run.name}: read {run.found}"))
-            loaded.append(run)
-        report = build_report(loaded, out, regress, entropy_floor, kl_bound)
+        report = build_report(loaded, out, regress, entropy_floor, kl_bound, skipped + unread)
     except (*USER_ERRORS, ImportError) as err:  # ImportError: no matplotlib, no pyarrow
         raise fail(err) from None
     _print_summary(report, out)
+
+
+def readable(items: list[Any], read: Any) -> tuple[list[Any], list[str]]:
+    """`read([item])` of each item, a user error on one of several printed as `skipped ITEM: why` and the rest
+    still read; one item, or all of them failing, fails as before (the first error)."""
+    done, skipped, first = [], [], None
+    for item in items:
+        try:
+            done += read([item])
+        except USER_ERRORS as err:
+            if len(items) == 1:
+                raise
+            first = first or err
+            skipped.append(f"{item}: {err}")
+            typer.echo(terminal_safe(f"skipped {item}: {err}"), err=True)
+    if not done and first is not None:
+        raise first
+    return done, skipped
 
 
 def check_bounds(**bounds: float) -> None:

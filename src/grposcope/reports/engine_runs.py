@@ -83,23 +83,29 @@ def replay(rollouts: Rollouts, engine: dict[int, dict[str, float]], success_thre
             out[step.step] = metrics
     finally:
         quiet.setLevel(level)
-    sizes = rollouts.group_sizes()
-    notes.append(f"group sizes seen: {_sizes(sizes)}" + (
-        f"; a group larger than {min(sizes)} is most likely one prompt drawn twice in a step (its rows cannot "
-        "be told apart without a uid) and is read as one group" if len(sizes) > 1 and rollouts.kind == "verl"
-        else ""))
+    notes.append(f"group sizes seen: {_sizes(rollouts.group_sizes(), rollouts.kind)}")
     notes.append(f"the ACR family is computed from the rollouts of {plural(len(seen), 'step')} ({step_span(seen)}); "
                  f"acr_ema, acr_cumulative, volatility and the alarms run over those steps alone (the stagnation "
                  f"and entropy alarms wait for {window} seen steps in a row); acr_100 is the mean ACR of the "
                  f"{plural(early if seen and seen[0] <= ACR_100_STEPS else 0, 'seen step')} among steps 1-100")
-    if rollouts.steps and rollouts.steps[0].advantages is None:
-        notes.append("no advantages in the rollout files: collapse/acr_post and the no-signal alarm are not "
-                     "computed")
+    without = [s.step for s in rollouts.steps if s.advantages is None]
+    if without:
+        notes.append(f"no advantages in the rollouts of {plural(len(without), 'step')} ({step_span(without)}): "
+                     "collapse/acr_post and the no-signal alarm are not computed there")
     return out, notes
 
 
-def _sizes(sizes: Counter) -> str:
-    return ", ".join(f"{plural(n, 'group')} of {s}" for s, n in sorted(sizes.items()))
+def _sizes(sizes: Counter, kind: str) -> str:
+    """`10 groups of 4, 1 group of 3`, with what an odd size most likely means."""
+    usual = max(sizes, key=lambda s: (sizes[s], s))
+    text = ", ".join(f"{plural(n, 'group')} of {s}" for s, n in sorted(sizes.items(), key=lambda i: -i[1]))
+    if any(s < usual for s in sizes):
+        text += (f"; a group smaller than {usual} lost rollouts (failed, filtered, or its file cut short) and is "
+                 "read as it is")
+    if any(s > usual for s in sizes) and kind == "verl":
+        text += (f"; a group larger than {usual} is most likely one prompt drawn twice in a step (verl writes no "
+                 "uid, so its rows cannot be told apart) and is read as one group")
+    return text
 
 
 def _finite(value: float | None) -> float | None:

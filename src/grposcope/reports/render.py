@@ -7,7 +7,7 @@ import base64
 import html
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..logging.console import format_eta
@@ -27,6 +27,7 @@ class Report:
     fit: Fit | None = None
     regression_points: list[tuple[str, float, float]] | None = None  # (run, acr_100, final accuracy)
     skipped: list[str] | None = None  # runs left out of the regression, and why
+    unread: list[str] = field(default_factory=list)  # paths given that could not be read, and why
 
 
 def regression_inputs(runs: list[Run], figures: list[RunFigures]) -> tuple[list[tuple[str, float, float]], list[str]]:
@@ -82,8 +83,9 @@ def _csv_number(value: float) -> str:
 
 
 def _steps(run: Run, figures: RunFigures) -> str:
-    """The steps a run's figures rest on; "30 of 300" when its logs hold part of the run."""
-    return f"{figures.steps} of {run.steps_trained}" if run.steps_trained else str(figures.steps)
+    """The steps a run's figures rest on; "30 of 300" when a stock run's rollouts hold part of it (the steps
+    whose ACR could be computed, of the steps it trained)."""
+    return f"{len(run.points('collapse/acr')[0])} of {run.steps_trained}" if run.steps_trained else str(figures.steps)
 
 
 def _num(value: float | None, digits: int = 3) -> str:
@@ -120,6 +122,7 @@ def _notes(report: Report) -> list[str]:
     notes += [f"{run.name}: {note}" for run in report.runs for note in run.notes]
     if report.skipped:
         notes.append(f"left out of the regression: {', '.join(report.skipped)}")
+    notes += [f"not read: {why}" for why in report.unread]
     return notes
 
 
@@ -174,12 +177,14 @@ def write_html(report: Report, folder: Path, path: Path) -> None:
     path.write_text("".join(parts) + "</body></html>\n", encoding="utf-8")
 
 
-def build_report(runs: list[Run], out: Path, regress: bool, entropy_floor: float, kl_bound: float) -> Report:
-    """Plots, report.md and report.html for `runs` in `out` (which exists and is writable)."""
+def build_report(runs: list[Run], out: Path, regress: bool, entropy_floor: float, kl_bound: float,
+                 unread: list[str] | None = None) -> Report:
+    """Plots, report.md and report.html for `runs` in `out` (which exists and is writable); `unread`: the
+    paths given that could not be read, with why, for the notes."""
     from .plots import draw_all, plot_regression
 
     figures = [run_figures(run) for run in runs]
-    report = Report(runs, figures, [])
+    report = Report(runs, figures, [], unread=unread or [])
     if regress:  # before any plot: a refused regression writes nothing
         report.fit, report.regression_points, report.skipped = fit_runs(runs, figures)
     report.plots = draw_all(runs, out, entropy_floor, kl_bound)

@@ -100,7 +100,7 @@ def _number(value: Any) -> float | None:
 
 
 def plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
 # --------------------------------------------------------------------------- detection

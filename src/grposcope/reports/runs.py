@@ -213,7 +213,7 @@ def _stock_trl_run(path: Path, name: str, options: ReadOptions) -> Run:
     if run.has("collapse/acr_ema"):  # grposcope's TRL subclass logged the family itself
         run.found = f"a TRL run with grposcope's integration ({', '.join(found)})"
         return run
-    names = [m.group(1) for key in run.series if (m := re.fullmatch(r"rewards/(.+)/mean", key))] or None
+    names = _reward_names(run)
     rollouts = read_trl(folder, names)
     if names is None:
         run.notes.append("no trainer_state.json yet (TRL saves it with each checkpoint): every numeric column of "
@@ -236,6 +236,18 @@ def _stock_trl_run(path: Path, name: str, options: ReadOptions) -> Run:
                          f"{math.fsum(a for a, _ in both) / len(both):.3f} (TRL averages its metric over each "
                          "logging interval; the rollouts hold the last generation batch of it)")
     return run
+
+
+def trl_reward_names(folder: Path) -> list[str] | None:
+    """The reward function names of the TRL run in `folder`, from the `rewards/<name>/mean` its log_history
+    logged; None before TRL saved a trainer_state.json (then every numeric column of its completion files but
+    step and advantage is read as a reward function's, as `_stock_trl_run` does)."""
+    state = _trainer_state(folder)
+    return _reward_names(_trl_run(state, folder.name)) if state is not None else None
+
+
+def _reward_names(run: Run) -> list[str] | None:
+    return [m.group(1) for key in run.series if (m := re.fullmatch(r"rewards/(.+)/mean", key))] or None
 
 
 def _verl_run(folder: Path, name: str, options: ReadOptions) -> Run:
