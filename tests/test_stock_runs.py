@@ -247,3 +247,22 @@ def test_an_empty_folder_among_runs_is_one_line_and_the_others_are_reported(stoc
     assert "not read:" in (tmp_path / "r" / "report.md").read_text()
     alone = CliRunner().invoke(app, ["report", str(tmp_path / "empty"), "--out", str(tmp_path / "r2")])
     assert alone.exit_code == 1 and "is not a run" in alone.output
+
+
+def parity(prompts, completions, **kwargs):
+    return [float(len(c.split()) % 2) for c in completions]
+
+
+def test_reward_weights_the_files_do_not_hold_are_caught_by_trls_advantages(tmp_path):
+    from datasets import Dataset
+
+    values = dict(output_dir=str(tmp_path / "w"), per_device_train_batch_size=8, num_generations=G,
+                  max_completion_length=4, max_steps=2, logging_steps=1, save_strategy="no", report_to="none",
+                  use_cpu=True, bf16=False, seed=0, disable_tqdm=True, log_completions=True, reward_weights=[1.0, 0.0])
+    torch.manual_seed(0)
+    trainer = trl.GRPOTrainer(model=make_tiny_llama(), reward_funcs=[scripted, parity], args=trl.GRPOConfig(**values),
+                              train_dataset=Dataset.from_list(PROMPTS), processing_class=make_tiny_tokenizer())
+    trainer.train()
+    run = load_run(tmp_path / "w")  # no trainer_state.json: every numeric column is read as a reward
+    assert any("no trainer_state.json yet" in n for n in run.notes)
+    assert any("the engine's advantages disagree with the rewards summed here" in n for n in run.notes), run.notes

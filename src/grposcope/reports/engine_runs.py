@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from ..core.diagnostics import CollapseMonitor, alarm_window, pad_groups
+from ..core.diagnostics import ZERO_ADVANTAGE_TOL, CollapseMonitor, alarm_window, collapsed_groups, pad_groups
 from .rollouts import Rollouts, plural, step_span
 
 ACR_100_STEPS = 100
@@ -63,6 +63,7 @@ def replay(rollouts: Rollouts, engine: dict[int, dict[str, float]], success_thre
     monitor = CollapseMonitor(success_threshold=threshold, early_steps=early, stagnation_steps=window,
                               entropy_steps=window, entropy_floor=entropy_floor, kl_bound=kl_bound)
     out: dict[int, dict[str, float]] = {}
+    disagree = 0  # groups whose advantages (TRL's) say otherwise than their summed rewards
     quiet = logging.getLogger("grposcope")
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # the onsets are the report's alarms column, not a console warning each
@@ -74,6 +75,7 @@ def replay(rollouts: Rollouts, engine: dict[int, dict[str, float]], success_thre
                 advantages = torch.zeros(rewards.shape, dtype=torch.float64)  # (B, G), 0-padded
                 for i, a in enumerate(step.advantages):
                     advantages[i, : len(a)] = torch.tensor(a, dtype=torch.float64).nan_to_num(0.0)
+                disagree += int((collapsed_groups(rewards) != (advantages.abs() < ZERO_ADVANTAGE_TOL).all(dim=1)).sum())
             figures = engine.get(step.step, {})
             metrics = monitor.update(rewards, advantages, entropy=_finite(figures.get("entropy/mean")),
                                      kl=_finite(figures.get("kl/mean")))
@@ -88,6 +90,10 @@ def replay(rollouts: Rollouts, engine: dict[int, dict[str, float]], success_thre
                  f"acr_ema, acr_cumulative, volatility and the alarms run over those steps alone (the stagnation "
                  f"and entropy alarms wait for {window} seen steps in a row); acr_100 is the mean ACR of the "
                  f"{plural(early if seen and seen[0] <= ACR_100_STEPS else 0, 'seen step')} among steps 1-100")
+    if disagree:
+        notes.append(f"on {plural(disagree, 'group')} the engine's advantages disagree with the rewards summed here "
+                     "(all zero where the rewards differ, or the reverse): the run likely set reward_weights or "
+                     "multi_objective_aggregation='normalize_then_sum'; the ACR here weighs every reward column 1")
     without = [s.step for s in rollouts.steps if s.advantages is None]
     if without:
         notes.append(f"no advantages in the rollouts of {plural(len(without), 'step')} ({step_span(without)}): "

@@ -35,7 +35,6 @@ TRL_FOLDER = "completions"
 TRL_FILE = re.compile(r"completions_(\d+)\.parquet")
 VERL_FILE = re.compile(r"(\d+)\.jsonl")
 TRL_FIXED = ("step", "prompt", "completion", "advantage", "image", "images")  # not reward columns
-ZERO_ADVANTAGE = 1e-8  # as core's post_collapse_rate
 
 
 @dataclass
