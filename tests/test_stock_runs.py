@@ -11,6 +11,7 @@ import csv
 import json
 import math
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -26,6 +27,7 @@ from grposcope.reports.figures import run_figures  # noqa: E402
 from grposcope.reports.render import STEP_COLUMNS  # noqa: E402
 from grposcope.reports.runs import ReadOptions, load_run, run_kind  # noqa: E402
 
+FIXTURES = Path(__file__).parent / "fixtures" / "runs"
 G = 4
 PROMPTS = [{"prompt": f"What is {i} + {i} ?", "kind": i % 3} for i in range(12)]
 
@@ -99,14 +101,18 @@ def test_the_cli_reports_a_stock_trl_run_beside_a_verl_dump_with_steps_csv(stock
     dump = tmp_path / "verl_dump"
     write_verl_dump(dump, {1: VERL_STEP_1, 2: VERL_STEP_2})
     out = tmp_path / "report"
-    result = CliRunner().invoke(app, ["report", str(stock_trl), str(dump), "--out", str(out)])
+    result = CliRunner().invoke(app, ["report", str(stock_trl), str(dump), str(FIXTURES / "quickstart"), "--out",
+                                      str(out)])
     assert result.exit_code == 0, result.output
+    assert "quickstart: read a grposcope run (metrics.jsonl)" in result.output
     assert "out: read a stock TRL output folder (3 completions parquet files, steps 1-3" in result.output
     assert "verl_dump: read a verl rollout dump (2 files {step}.jsonl, 26 rollouts in 7 groups" in result.output
     rows = list(csv.DictReader((out / "steps.csv").open()))
     assert list(rows[0]) == ["run", "step", *STEP_COLUMNS]
-    assert [(r["run"], r["step"]) for r in rows] == [("out", "1"), ("out", "2"), ("out", "3"),
-                                                     ("verl_dump", "1"), ("verl_dump", "2")]
+    assert [(r["run"], r["step"]) for r in rows][:5] == [("out", "1"), ("out", "2"), ("out", "3"),
+                                                         ("verl_dump", "1"), ("verl_dump", "2")]
+    quickstart = [r for r in rows if r["run"] == "quickstart"]
+    assert len(quickstart) == 20 and quickstart[0]["groups"] == "" and quickstart[0]["collapse/acr"] != ""
     verl = {r["step"]: r for r in rows if r["run"] == "verl_dump"}
     first = verl["1"]
     assert (first["collapse/acr"], first["collapse/acr_all_correct"], first["groups"]) == ("0.75", "0.25", "4")

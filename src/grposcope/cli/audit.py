@@ -47,7 +47,7 @@ def audit_rewards_command(
                                       "a disagreement is flagged (for CI)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --json file."),
 ) -> None:
-    """Check the reward verifiers against each other on saved completions (docs/usage.md).
+    """Check the reward verifiers against each other on saved completions (docs/report.md).
 
     Each verifier scores every (completion, answer) pair right or wrong. The
     report gives each verifier's accuracy, how often every two disagree (each

@@ -249,8 +249,8 @@ def _last_rollouts(folder: Path, kind: str, steps: int) -> Any:
     else:
         files, read = verl_files(folder), partial(read_verl, folder)
     if not files:
-        raise FileNotFoundError(f"--from_run {folder} is a TRL run without completions/completions_*.parquet; "
-                                "run TRL with log_completions=True to forecast from its rollouts")
+        raise FileNotFoundError(f"--from_run {folder} is a TRL folder without completions/completions_*.parquet; "
+                                "give the output_dir of a TRL run with log_completions=True")
     take = steps
     while True:
         rollouts = read({step for step, _ in files[-take:]})
@@ -261,9 +261,6 @@ def _last_rollouts(folder: Path, kind: str, steps: int) -> Any:
         raise ValueError(f"--from_run {folder}: no group could be read from the rollout files; "
                          + "; ".join(rollouts.notes[:3]))
     rollouts.steps = rollouts.steps[-steps:]
-    if kind == "trl" and names is None:
-        rollouts.notes.append("no trainer_state.json yet (TRL saves it with each checkpoint): every numeric "
-                              "column of the parquet files but step and advantage is read as a reward function's")
     return rollouts
 
 

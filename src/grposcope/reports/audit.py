@@ -294,8 +294,8 @@ def _stock_pairs(folder: Path, answer_column: str | None, steps: int | None) -> 
     if kind == "trl":
         files = trl_files(folder)
         if not files:
-            raise FileNotFoundError(f"{folder} is a TRL run without completions/completions_*.parquet; run TRL "
-                                    "with log_completions=True to audit its completions")
+            raise FileNotFoundError(f"{folder} is a TRL folder without completions/completions_*.parquet; give "
+                                    "the output_dir of a TRL run with log_completions=True")
         if answer_column is None:
             raise ValueError(_no_answer_column(folder, files[-1][1]))
         rows = iter_trl_rows(folder, answer_column, _last_files(files, steps))
@@ -306,6 +306,9 @@ def _stock_pairs(folder: Path, answer_column: str | None, steps: int | None) -> 
                              "whose reference answers are its 'gts' (reward_model.ground_truth): leave it out")
         rows = iter_verl_rows(folder, _last_files(verl_files(folder), steps))
         where = f"'gts' of {folder}/{{step}}.jsonl"
+    elif kind == "grposcope":
+        raise FileNotFoundError(f"{folder} is a grposcope run: pass its completions.jsonl "
+                                f"({folder / 'completions.jsonl'})")
     else:
         raise FileNotFoundError(f"{folder} is a folder without TRL's completions/completions_*.parquet or verl's "
                                 "{step}.jsonl rollout files; pass a completions.jsonl, a JSONL of pairs, or such "

@@ -25,6 +25,7 @@ import hashlib
 import json
 import math
 import re
+import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import reduce
@@ -203,6 +204,8 @@ def iter_verl_rows(folder: Path, steps: set[int] | None = None) -> Iterator[Row]
         if steps is None or step in steps:
             for number, record in _verl_records(path, notes, need=("input", "output")):
                 yield Row(step, prompt_text(record["input"]), str(record["output"]), record.get("gts"), number)
+    for note in _merge_notes(notes):  # what could not be read, said as the report says it
+        warnings.warn(note, RuntimeWarning, stacklevel=2)
 
 
 # --------------------------------------------------------------------------- TRL
@@ -227,6 +230,9 @@ def read_trl(folder: Path, reward_names: list[str] | None, steps: set[int] | Non
                                 "log_completions=True")
     pq = _parquet()
     rollouts = Rollouts("trl", "", [])
+    if reward_names is None:
+        rollouts.notes.append("no trainer_state.json yet (TRL saves it with each checkpoint): every numeric column "
+                              "of the parquet files but step and advantage is read as a reward function's")
     tables = []
     for step, path in files:
         if steps is not None and step not in steps:
@@ -354,13 +360,18 @@ def iter_trl_rows(folder: Path, answer_column: str, steps: set[int] | None = Non
     for step, path in trl_files(folder):
         if steps is not None and step not in steps:
             continue
-        schema = pq.read_schema(path)
+        try:
+            schema = pq.read_schema(path)
+        except Exception as err:  # a file cut short (TRL still writing it), or not parquet: noted, not fatal
+            warnings.warn(f"{path}: not a readable parquet file ({str(err).splitlines()[0][:120]}): skipped",
+                          RuntimeWarning, stacklevel=2)
+            continue
         missing = [c for c in ("prompt", "completion", answer_column) if c not in schema.names]
         if missing:
             raise ValueError(f"{path} has no column {', '.join(repr(m) for m in missing)} (columns: "
                              f"{', '.join(schema.names)}); --answer_column names the column that holds each "
-                             "completion's reference answer (a log_extra column, e.g. trainer.log_extra("
-                             "'answer', answers) in a reward function)")
+                             "completion's reference answer (a log_extra column: a reward function that calls "
+                             "the log_extra it is passed, log_extra('answer', answers))")
         data = pq.read_table(path, columns=["prompt", "completion", answer_column]).to_pydict()
         key = digest(json.dumps(data, default=str))
         if key == previous:

@@ -215,9 +215,6 @@ def _stock_trl_run(path: Path, name: str, options: ReadOptions) -> Run:
         return run
     names = _reward_names(run)
     rollouts = read_trl(folder, names)
-    if names is None:
-        run.notes.append("no trainer_state.json yet (TRL saves it with each checkpoint): every numeric column of "
-                         "the parquet files but step and advantage is read as a reward function's")
     if TRL_ZERO_STD in run.series:  # the stand-in from log_history gives way to the rollouts' own ACR
         run.series.pop("collapse/acr", None)
         run.notes[:] = [n for n in run.notes if "frac_reward_zero_std" not in n]
