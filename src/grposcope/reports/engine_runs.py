@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from ..core.diagnostics import ZERO_ADVANTAGE_TOL, CollapseMonitor, alarm_window, collapsed_groups, pad_groups
-from .rollouts import Rollouts, plural, step_span
+from .rollouts import CUT, Rollouts, json_lines, plural, step_span
 
 ACR_100_STEPS = 100
 # verl's logged names -> grposcope's (docs/metrics.md)
@@ -123,21 +123,14 @@ def read_verl_logger(path: Path) -> dict[int, dict[str, Any]]:
     {step: data}, the names mapped onto grposcope's where they mean the same (VERL_NAMES). A cut-short last
     line (a run still going) is skipped."""
     records: dict[int, dict[str, Any]] = {}
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
-            try:
-                record = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                if raw.endswith(b"\n"):
-                    raise ValueError(f"{path}: line {number} is not JSON; is it verl's file logger output?") from None
-                continue  # the last line, cut short
-            if not is_verl_logger_record(record):
-                raise ValueError(f"{path}: line {number} is not a verl file logger record ({{\"step\": s, \"data\": "
-                                 "{...}})")
-            data = {VERL_NAMES.get(k, k): v for k, v in record["data"].items()}
-            records.setdefault(int(record["step"]), {}).update(data)
+    for number, record in json_lines(path):
+        if record is CUT:
+            continue
+        if not is_verl_logger_record(record):
+            raise ValueError(f"{path}: line {number} is not a verl file logger record ({{\"step\": s, \"data\": "
+                             "{...}}); is it verl's file logger output?")
+        data = {VERL_NAMES.get(k, k): v for k, v in record["data"].items()}
+        records.setdefault(int(record["step"]), {}).update(data)
     return records
 
 

@@ -158,33 +158,43 @@ def read_verl(folder: Path, steps: set[int] | None = None) -> Rollouts:
     return rollouts
 
 
+CUT = object()  # json_lines: the last line, cut short
+NOT_JSON = object()  # json_lines: a whole line that is not JSON
+
+
+def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line number, the parsed line) of each non-blank line of a JSON-lines file, a line at a time; a line
+    that is not JSON gives NOT_JSON, or CUT when it is the last one and has no newline (its writer still at
+    work, or killed)."""
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if not raw.strip():
+                continue
+            try:
+                yield number, json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                yield number, NOT_JSON if raw.endswith(b"\n") else CUT
+
+
 def _verl_records(path: Path, notes: list[str], need: tuple[str, ...]) -> Iterator[tuple[int, dict]]:
     """(line number, record) of each line of a verl dump that has the `need`ed keys; the others noted."""
     lacking: Counter = Counter()
     bad: list[int] = []
     cut = False
     count = 0
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
-            try:
-                record = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                if not raw.endswith(b"\n"):  # the last line, cut short: a writer still at work, or killed
-                    cut = True
-                else:
-                    bad.append(number)
-                continue
-            if not isinstance(record, dict):
-                bad.append(number)
-                continue
-            missing = [key for key in need if key not in record]
-            if missing:
-                lacking.update(missing)
-                continue
-            count += 1
-            yield number, record
+    for number, record in json_lines(path):
+        if record is CUT:
+            cut = True
+            continue
+        if not isinstance(record, dict):  # not JSON, or JSON but not an object
+            bad.append(number)
+            continue
+        missing = [key for key in need if key not in record]
+        if missing:
+            lacking.update(missing)
+            continue
+        count += 1
+        yield number, record
     if cut:
         notes.append(f"{path}: the last line is cut short (a run still writing it?); read the {count} lines "
                      "before it")
