@@ -24,10 +24,10 @@ from grposcope.reports.audit import (
     audit,
     compare,
     groups_of,
-    read_audit_pairs,
     run_verifiers,
     shorten,
 )
+from grposcope.reports.audit_input import read_audit_pairs
 
 pytest.importorskip("math_verify")
 

@@ -85,7 +85,8 @@ def _checked_input(file: Path, verifiers: str, threshold: float, examples: int, 
                    json_out: Optional[Path], overwrite: bool, answer_column: Optional[str] = None,
                    steps: Optional[int] = None) -> tuple[list[str], list[Any]]:
     """Everything the user gave, checked before the first verification: options, the output, the file."""
-    from ..reports.audit import read_audit_pairs, verifier_names
+    from ..reports.audit import verifier_names
+    from ..reports.audit_input import read_audit_pairs
 
     if not 0.0 <= threshold <= 1.0:
         raise ValueError(f"--threshold must be in [0, 1] (a share of the pairs), got {threshold}")

@@ -1,0 +1,166 @@
+"""The input of `grposcope audit-rewards`: (completion, reference answer) pairs from a completions.jsonl, a JSONL
+of pairs, a stock TRL output folder (`--answer_column`) or a verl rollout dump (`gts`)."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+from ..files import read_utf8
+from ..rewards.builtin import gold_latex, reference_answer
+from ..rewards.extract import completion_text
+from .audit import AuditPair
+
+
+def _records(path: Path) -> list[tuple[int, dict]]:
+    """(line number, object) of each non-blank line; a bad line names the file and line. A bad last line is
+    skipped with a warning, as for every JSONL file grposcope reads (a killed writer leaves one)."""
+    if not path.is_file():
+        raise FileNotFoundError(f"no file at {path}; pass a completions.jsonl or a JSONL of "
+                                '{"completion": ..., "answer": ...} pairs')
+    lines = read_utf8(path).split("\n")
+    last = max((n for n, line in enumerate(lines, 1) if line.strip()), default=0)
+    records = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            if number == last and number > 1:
+                warnings.warn(f"{path}: skipping the partial last line {number}", RuntimeWarning, stacklevel=3)
+                continue
+            raise ValueError(f"{path}: line {number} is not JSON ({err.msg}); remove or fix that line") from None
+        if not isinstance(record, dict):
+            raise ValueError(f"{path}: line {number} is a JSON {type(record).__name__}, not an object with a "
+                             "completion and an answer")
+        records.append((number, record))
+    if not records:
+        raise ValueError(f"{path} is empty; it needs one JSON object per line")
+    return records
+
+
+def _predates_answers(path: Path) -> ValueError:
+    return ValueError(
+        f"{path} has no 'answer' column: it was written before grposcope logged each completion's reference "
+        "answer, or from training data without an answer or solution column. Add an \"answer\" key to each "
+        "line (a short script can compute it from the prompt) and audit that file, or audit a JSONL of "
+        '{"completion": ..., "answer": ...} pairs')
+
+
+def read_audit_pairs(path: str | Path, answer_column: str | None = None, steps: int | None = None
+                     ) -> list[AuditPair]:
+    """The pairs of a completions.jsonl (it must have the `answer` column), of a pairs JSONL, or of a stock TRL
+    or verl run's folder (`answer_column`: the TRL column holding the reference answers). `steps`: only the
+    last N steps (of the rows with a step), all by default.
+
+    Fails naming the file (and the line) when a row has no completion, a pairs row has neither `answer` nor
+    `solution`, or no row has a reference answer at all."""
+    path = Path(path)
+    if steps is not None and steps < 1:
+        raise ValueError(f"--steps must be >= 1 (the last N steps to audit), got {steps}; leave it out for all")
+    if path.is_dir():
+        return _stock_pairs(path, answer_column, steps)
+    if answer_column is not None:
+        raise ValueError(f"--answer_column names the answer column of a stock TRL output folder; {path} is a "
+                         "file, whose reference answers are its 'answer' (or 'solution') key: leave it out")
+    records = _records(path)
+    if steps is not None:
+        records = _last_steps_of(records, steps, path)
+    is_log = "rewards" in records[0][1] and "step" in records[0][1]
+    if is_log and not any("answer" in record for _, record in records):
+        raise _predates_answers(path)
+    pairs = []
+    for number, record in records:
+        if "completion" not in record:
+            raise ValueError(f"{path}: line {number} has no 'completion' key; each line needs a completion and "
+                             "an answer")
+        if not isinstance(record["completion"], (str, list, dict)):
+            raise ValueError(f"{path}: line {number}: the completion is a {type(record['completion']).__name__}; "
+                             "give its text, or chat messages")
+        if not is_log and "answer" not in record and "solution" not in record:
+            raise ValueError(f"{path}: line {number} has neither 'answer' nor 'solution'; give the reference "
+                             "answer of each completion")
+        answer, solution = record.get("answer"), record.get("solution")
+        group = (record.get("step"), json.dumps(record["prompt"], sort_keys=True)) if "prompt" in record else None
+        pairs.append(AuditPair(completion_text(record["completion"]), reference_answer(answer, solution),
+                               gold_latex(answer, solution), group, number))
+    if all(pair.answer is None and pair.gold is None for pair in pairs):
+        raise ValueError(f"{path}: no line has a reference answer (every 'answer' is empty or null); there is "
+                         "nothing to check the completions against")
+    return pairs
+
+
+def _last_steps_of(records: list[tuple[int, dict]], steps: int, path: Path) -> list[tuple[int, dict]]:
+    """The records of the last `steps` steps the file holds (a completions.jsonl's `step`)."""
+    seen = sorted({record["step"] for _, record in records if isinstance(record.get("step"), int)})
+    if not seen:
+        raise ValueError(f"{path} has no line with a 'step': --steps needs a completions.jsonl or a run's "
+                         "folder; leave it out to audit every pair")
+    last = set(seen[-steps:])
+    return [(number, record) for number, record in records if record.get("step") in last]
+
+
+def _stock_pairs(folder: Path, answer_column: str | None, steps: int | None) -> list[AuditPair]:
+    """The pairs of a stock TRL output folder (answers in `answer_column`) or a verl rollout dump (answers in
+    `gts`), grouped by (step, prompt); the rollouts without a reference answer left out with a warning."""
+    from .rollouts import iter_trl_rows, iter_verl_rows, plural, trl_files, verl_files
+    from .runs import run_kind
+
+    kind = run_kind(folder)
+    if kind == "trl":
+        files = trl_files(folder)
+        if not files:
+            raise FileNotFoundError(f"{folder} is a TRL folder without completions/completions_*.parquet; give "
+                                    "the output_dir of a TRL run with log_completions=True")
+        if answer_column is None:
+            raise ValueError(_no_answer_column(folder, files[-1][1]))
+        rows = iter_trl_rows(folder, answer_column, _last_files(files, steps))
+        where = f"the column '{answer_column}' of {folder}/completions/*.parquet"
+    elif kind == "verl":
+        if answer_column is not None:
+            raise ValueError(f"--answer_column is for a stock TRL output folder; {folder} is a verl rollout dump, "
+                             "whose reference answers are its 'gts' (reward_model.ground_truth): leave it out")
+        rows = iter_verl_rows(folder, _last_files(verl_files(folder), steps))
+        where = f"'gts' of {folder}/{{step}}.jsonl"
+    elif kind == "grposcope":
+        raise FileNotFoundError(f"{folder} is a grposcope run: pass its completions.jsonl "
+                                f"({folder / 'completions.jsonl'})")
+    else:
+        raise FileNotFoundError(f"{folder} is a folder without TRL's completions/completions_*.parquet or verl's "
+                                "{step}.jsonl rollout files; pass a completions.jsonl, a JSONL of pairs, or such "
+                                "a folder")
+    pairs, without = [], 0
+    for row in rows:
+        answer = reference_answer(row.answer, None)
+        if answer is None:
+            without += 1
+            continue
+        pairs.append(AuditPair(completion_text(row.completion), answer, gold_latex(row.answer, None),
+                               (row.step, row.prompt), row.line))
+    if not pairs:
+        raise ValueError(f"{folder}: no rollout has a reference answer in {where} ({plural(without, 'rollout')} "
+                         "read, none with one); there is nothing to check the completions against")
+    if without:
+        warnings.warn(f"{plural(without, 'rollout')} without a reference answer in {where}: left out (a group "
+                      "missing some of them counts as cut short)", RuntimeWarning, stacklevel=3)
+    return pairs
+
+
+def _last_files(files: list[tuple[int, Path]], steps: int | None) -> set[int] | None:
+    """The steps of the last `steps` rollout files; None (every step) without `steps`."""
+    return None if steps is None else {step for step, _ in files[-steps:]}
+
+
+def _no_answer_column(folder: Path, path: Path) -> str:
+    """The error for a TRL folder given without --answer_column, naming the columns there are to choose from."""
+    from .rollouts import _parquet
+
+    columns = _parquet().read_schema(path).names
+    return (f"{folder} is a stock TRL output folder: pass --answer_column NAME, the column of its "
+            f"completions/*.parquet that holds each completion's reference answer (columns of {path.name}: "
+            f"{', '.join(columns)}); TRL writes one when a reward function calls log_extra('answer', answer) "
+            "(its log_extra argument)")
+
+
