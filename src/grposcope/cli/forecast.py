@@ -13,7 +13,7 @@ import typer
 
 from ..eval_settings import MAX_SEED
 from ..files import check_writable
-from ..reports.forecast import DEFAULT_SAMPLERS, RULE, STAGNATION_ACR
+from ..reports.forecast import ALL, RULE, STAGNATION_ACR
 from ..reports.forecast_plot import plot_forecast
 from ..reports.plots import pyplot
 from ..terminal import markup_safe
@@ -35,8 +35,8 @@ def forecast_command(
     budget: int = typer.Option(64, "--budget", help="Samples generated per step: B = budget // G prompts."),
     target_acr: float = typer.Option(STAGNATION_ACR, "--target_acr", help="The ACR the recommended G must reach "
                                      "(default: the stagnation alarm's threshold)."),
-    samplers: str = typer.Option(",".join(DEFAULT_SAMPLERS), "--samplers", help="Registered samplers to cost, "
-                                 "comma separated."),
+    samplers: str = typer.Option(ALL, "--samplers", help="Registered samplers to cost, comma separated, or "
+                                 "all (every registered sampler)."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Also draw the forecast (a .png; needs matplotlib)."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Also write everything as JSON."),
     mc_groups: int = typer.Option(1000, "--mc_groups", help="Groups per G in each Monte Carlo sampler run."),
@@ -87,7 +87,8 @@ def _forecast_input(o: dict[str, Any]) -> tuple[str, list[tuple[int, int]], list
     if (o["probe"] is None) == (o["from_run"] is None):
         raise ValueError("give a probe file or --from_run RUN_DIR (one of them)")
     o["sizes"] = _int_list(o["group_sizes"], "--group_sizes")
-    o["names"] = list(dict.fromkeys(n.strip() for n in o["samplers"].split(",") if n.strip()))
+    o["names"] = (SAMPLERS.names_in("grposcope") if o["samplers"].strip() == ALL
+                  else list(dict.fromkeys(n.strip() for n in o["samplers"].split(",") if n.strip())))
     for name in o["names"]:
         SAMPLERS.get(name)  # unknown: fails with the known names
     for name, low in (("budget", 1), ("mc_groups", 1), ("steps", 1)):

@@ -23,7 +23,7 @@ import torch
 
 from ._tensors import check_rewards, group_mean, group_std
 from .diagnostics import collapse_metrics, collapsed_groups
-from .registry import Option, Registry
+from .registry import HOSTS, Option, Registry
 from .virtual_samples import (
     STRATEGIES,
     advantages_with_virtual,
@@ -98,6 +98,9 @@ class AdvantageEstimator:
 
 ESTIMATORS: Registry[AdvantageEstimator] = Registry("advantage estimator")
 register = ESTIMATORS.register
+# Where each estimator runs: every one in TRL (the subclass hands it the gathered (B, G) rewards); verl takes
+# those registered as its advantage estimators (integrations/verl.py)
+IN_TRL = ("grposcope", "trl")
 
 
 def make(name: str, **params: Any) -> AdvantageEstimator:
@@ -180,7 +183,7 @@ STD_OPTIONS = (
 )
 
 
-@register("grpo", options=[
+@register("grpo", hosts=HOSTS, options=[
     Option("scale_rewards", 'grpo\'s std: "group", "batch" or "none" (TRL; True = "group", False = "none").'),
     *STD_OPTIONS,
 ])
@@ -202,7 +205,7 @@ class GRPO(AdvantageEstimator):
         return AdvantageOutput(grpo_advantages(rewards, self.scale, self.unbiased, self.eps))
 
 
-@register("dr_grpo")
+@register("dr_grpo", hosts=IN_TRL)
 class DrGRPO(GRPO):
     """Dr. GRPO: centred, not divided by the std (pair it with aggregation='seq_mean_token_sum_norm')."""
 
@@ -210,7 +213,7 @@ class DrGRPO(GRPO):
         super().__init__(scale_rewards="none")
 
 
-@register("rloo")
+@register("rloo", hosts=IN_TRL)
 class RLOO(AdvantageEstimator):
     """Leave-one-out baseline."""
 
@@ -219,7 +222,7 @@ class RLOO(AdvantageEstimator):
         return AdvantageOutput(rloo_advantages(rewards))
 
 
-@register("pool", options=[
+@register("pool", hosts=HOSTS, options=[
     Option("pool_std", "pool (Reinforce-Ada's baseline): also divide by the std of the prompt's pool. The released "
            "Reinforce-Ada script trains with the mean only."),
     *STD_OPTIONS,
@@ -265,7 +268,7 @@ AVSPO_OPTIONS = (
 )
 
 
-@register("avspo", options=AVSPO_OPTIONS, reads=["acr_ema_lambda", "success_threshold", "seed"])
+@register("avspo", hosts=HOSTS, options=AVSPO_OPTIONS, reads=["acr_ema_lambda", "success_threshold", "seed"])
 class AVSPO(AdvantageEstimator):
     """Adaptive Virtual Sample Policy Optimization (arXiv 2605.21125). Stateful: call once per step.
 

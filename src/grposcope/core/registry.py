@@ -7,7 +7,9 @@ An entry declares its options where it is registered: `Option(field, doc)` names
 entry's keyword argument of the same name, whose default and annotation are the option's default and type (one
 source, and one name: a grep for the field lands on the parameter that reads it). `reads` names run-wide config
 fields it takes, under their own names too (the seed, the success threshold). The trainer's config grows one
-field per declared option (trainer/options.py).
+field per declared option (trainer/options.py). `hosts` names the trainers an entry runs in (HOSTS): grposcope's
+own, TRL's subclass, verl's plugin. It is declared here, at the entry, and read by every host and by the docs'
+table; no host keeps its own list.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any, Callable, Generic, Iterable, Mapping, TypeVar
 from ..errors import InputTypeError
 
 T = TypeVar("T")
+HOSTS = ("grposcope", "trl", "verl")  # grposcope's own trainer, grposcope.integrations.trl, .verl
 
 
 @dataclass(frozen=True)
@@ -69,12 +72,16 @@ class Registry(Generic[T]):
         self._entries: dict[str, Callable[..., T]] = {}
         self._options: dict[str, tuple[Option, ...]] = {}
         self._reads: dict[str, tuple[str, ...]] = {}
+        self._hosts: dict[str, tuple[str, ...]] = {}
 
-    def register(self, name: str, options: Iterable[Option] = (), reads: Iterable[str] = ()
-                 ) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    def register(self, name: str, options: Iterable[Option] = (), reads: Iterable[str] = (),
+                 hosts: Iterable[str] = ("grposcope",)) -> Callable[[Callable[..., T]], Callable[..., T]]:
         """`options`: the entry's own config options; `reads`: run-wide config fields it takes. Each is a
-        keyword argument of the entry, spelled as the config field."""
-        options, reads = tuple(options), tuple(reads)
+        keyword argument of the entry, spelled as the config field. `hosts`: the trainers it runs in (HOSTS)."""
+        options, reads, hosts = tuple(options), tuple(reads), tuple(hosts)
+        unknown = [h for h in hosts if h not in HOSTS]
+        if unknown:
+            raise ValueError(f"{self.kind} {name!r}: unknown host(s) {', '.join(unknown)}; known: {', '.join(HOSTS)}")
 
         def decorator(factory: Callable[..., T]) -> Callable[..., T]:
             if name in self._entries:
@@ -85,6 +92,7 @@ class Registry(Generic[T]):
                     raise TypeError(f"{self.kind} {name!r} declares the config option {field!r}, which is not one "
                                     f"of its keyword arguments; it takes {inspect.signature(factory)}")
             self._entries[name], self._options[name], self._reads[name] = factory, options, reads
+            self._hosts[name] = hosts
             return factory
 
         return decorator
@@ -138,6 +146,17 @@ class Registry(Generic[T]):
         """The run-wide config fields entry `name` takes (each a keyword argument of that name)."""
         self.get(name)
         return self._reads[name]
+
+    def hosts(self, name: str) -> tuple[str, ...]:
+        """The trainers entry `name` runs in (a subset of HOSTS)."""
+        self.get(name)
+        return self._hosts[name]
+
+    def names_in(self, host: str) -> list[str]:
+        """The entries that run in `host`, in the order they were registered."""
+        if host not in HOSTS:
+            raise ValueError(f"unknown host {host!r}; known: {', '.join(HOSTS)}")
+        return [name for name in self._entries if host in self._hosts[name]]
 
     def default(self, name: str, option: Option) -> tuple[Any, Any]:
         """The default and the type of `option` of entry `name`: its keyword's in the entry's signature."""

@@ -26,9 +26,9 @@ RUN_WIDE = ("advantage_estimator", "use_avspo", "sampler", "success_threshold", 
             "skip_no_signal_steps")
 FAMILIES_IN_TRL = ("advantage_estimator", "sampler")
 SHARED_WITH_TRL = ("scale_rewards",)  # TRL's field, grpo's option: "group", "batch" or "none"
-# Samplers whose every draw is num_generations completions of each prompt: what TRL's generation (vLLM server
-# mode included) produces. reinforce_ada and budgeted draw other counts: grposcope's own trainer runs them.
-SAMPLERS_IN_TRL = ("fixed", "dynamic")
+# What runs in TRL is declared where each entry is registered (hosts=...): samplers whose every draw is
+# num_generations completions of each prompt, what TRL's generation (vLLM server mode included) produces
+SAMPLERS_IN_TRL = tuple(SAMPLERS.names_in("trl"))
 
 
 def _run_wide_fields() -> list[tuple[str, typing.Any, dataclasses.Field]]:
@@ -50,7 +50,7 @@ def _with_help(cls: type) -> type:
 
 _Fields = _with_help(with_component_options(
     dataclasses.make_dataclass("GRPOConfig", _run_wide_fields(), bases=(TRLGRPOConfig,)),
-    entries={"advantage_estimator": None, "sampler": SAMPLERS_IN_TRL}, shared=SHARED_WITH_TRL))
+    entries={"advantage_estimator": ESTIMATORS.names_in("trl"), "sampler": SAMPLERS_IN_TRL}, shared=SHARED_WITH_TRL))
 
 
 @dataclasses.dataclass
@@ -66,7 +66,10 @@ class GRPOConfig(_Fields):
         self.advantage_estimator = own_config.estimator_with_avspo(self.advantage_estimator, self.use_avspo)
         ESTIMATORS.get(self.advantage_estimator)  # an unknown name fails with the known ones
         SAMPLERS.get(self.sampler)
-        if self.sampler not in SAMPLERS_IN_TRL:
+        if "trl" not in ESTIMATORS.hosts(self.advantage_estimator):
+            raise ValueError(f"advantage_estimator={self.advantage_estimator!r} does not run in TRL; in TRL use one "
+                             f"of {', '.join(ESTIMATORS.names_in('trl'))}")
+        if "trl" not in SAMPLERS.hosts(self.sampler):
             raise ValueError(
                 f"sampler={self.sampler!r} draws other numbers of completions per prompt than num_generations, "
                 f"which TRL's generation cannot; in TRL use one of {', '.join(SAMPLERS_IN_TRL)}, or run "

@@ -47,8 +47,16 @@ from .verl_groups import group_rows, run_estimator
 TESTED_VERL = "0.9.1"
 CONFIG_KEY = "grposcope"  # algorithm.grposcope.<field>
 STATE_FILE = "grposcope_estimators.pt"  # beside verl's data.pt in each global_step_<n> folder
-# verl's name -> grposcope's registry name
-NAMES = {"avspo": "avspo", "grposcope_pool": "pool", "grposcope_grpo": "grpo"}
+
+
+def verl_name(name: str) -> str:
+    """The name verl's registry knows estimator `name` by: grposcope_<name>, so that none shadows verl's own
+    (verl has a grpo), except avspo, which verl does not have."""
+    return name if name == "avspo" else f"grposcope_{name}"
+
+
+# verl's name -> grposcope's registry name: the estimators registered with "verl" among their hosts
+NAMES = {verl_name(name): name for name in ESTIMATORS.names_in("verl")}
 SHARED_FIELDS = {"success_threshold": 0.5}  # read by the collapse metrics of every estimator
 
 logger = logging.getLogger("grposcope")

@@ -31,7 +31,14 @@ from typing import Any, Sequence
 Counts = Sequence[tuple[int, int]]  # (k, c) per prompt
 
 STAGNATION_ACR = 0.35  # the stagnation alarm's threshold (docs/metrics.md): the default target ACR
-DEFAULT_SAMPLERS = ("fixed", "dynamic", "reinforce_ada", "budgeted")
+ALL = "all"  # --samplers' default: every registered sampler (read from the registry when needed: it imports torch)
+
+
+def all_samplers() -> list[str]:
+    """Every registered sampler, in the order registered (the order the forecast's tables list them)."""
+    from ..sampling import SAMPLERS
+
+    return SAMPLERS.names_in("grposcope")
 CLOSED_FORM = ("fixed", "dynamic")  # the samplers costed by formula; the others by Monte Carlo
 # Samplers that treat each prompt on its own, so that their samples and informative groups per step scale
 # with the prompts per step: fewer prompts fit a smaller budget at the same cost per informative group.
@@ -384,10 +391,12 @@ class Forecast:
         }
 
 
-def forecast(counts: Counts, group_sizes: Sequence[int], budget: int, samplers: Sequence[str] = DEFAULT_SAMPLERS,
+def forecast(counts: Counts, group_sizes: Sequence[int], budget: int, samplers: Sequence[str] | None = None,
              target_acr: float = STAGNATION_ACR, mc_groups: int = 1000, seed: int = 0) -> Forecast:
-    """The ACR forecast and every sampler's cost for each G (B = max(1, budget // G) prompts per step), and
-    the recommendation. Closed forms for fixed and dynamic, Monte Carlo for the other samplers."""
+    """The ACR forecast and every sampler's cost (`samplers`, by default every registered one) for each G
+    (B = max(1, budget // G) prompts per step), and the recommendation. Closed forms for fixed and dynamic,
+    Monte Carlo for the other samplers."""
+    samplers = all_samplers() if samplers is None else samplers
     counts = [(int(k), int(c)) for k, c in counts]
     for k, c in counts:
         check_counts(k, c)

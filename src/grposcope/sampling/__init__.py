@@ -20,7 +20,15 @@ def make(name: str, **params) -> Sampler:
     return SAMPLERS.make(name, **params)
 
 
-from . import budgeted, dynamic, fixed, reinforce_ada  # noqa: E402,F401  (register the samplers)
+# Registered in the order forecasts and tables list them (SAMPLERS.names_in): the baseline first, grposcope's
+# own last. Each declares the trainers it runs in (`hosts`): reinforce_ada and budgeted draw other numbers of
+# completions per prompt than num_generations, so for now they run in grposcope's own trainer only.
+# isort: off
+from . import fixed  # noqa: E402,F401
+from . import dynamic  # noqa: E402,F401
+from . import reinforce_ada  # noqa: E402,F401
+from . import budgeted  # noqa: E402,F401
+# isort: on
 
 __all__ = ["SAMPLERS", "DrawFn", "ScoredDraw", "MorePrompts", "Sampler", "Selection", "informative", "make",
            "example_key"]

@@ -23,7 +23,7 @@ from .base import READS, DrawFn, MorePrompts, Sampler, Selection, accounting, in
 SHORTFALL = ("train", "error")
 
 
-@SAMPLERS.register("dynamic", reads=READS, options=[
+@SAMPLERS.register("dynamic", reads=READS, hosts=("grposcope", "trl"), options=[
     Option("max_gen_batches", "dynamic: batches generated per step at most while collecting informative groups "
            "(verl's max_num_gen_batches)."),
     Option("on_shortfall", 'dynamic: when fewer informative groups than the batch were found, "train" on those '
