@@ -39,3 +39,11 @@ def test_every_metric_of_a_run_is_in_metrics_md(tmp_path, tiny_llama, tiny_token
     missing = sorted(n for n in names if not documented_metric(n, metrics_md))
     assert not missing, f"not in docs/metrics.md: {missing}"
     assert {"loss/kl", "kl/mean", "eval/accuracy", "eval/accuracy/easy"} <= names
+
+
+def test_integrations_md_what_runs_where_matches_the_registrations():
+    from grposcope.integrations.hosts_doc import embed as embed_hosts
+
+    text = (DOCS / "integrations.md").read_text()
+    assert embed_hosts(text) == text, ("run: python -c \"...hosts_doc embed\" (docs/integrations.md, 'What runs "
+                                       "where') to refresh the table")

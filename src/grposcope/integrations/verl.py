@@ -42,17 +42,11 @@ import torch
 
 from ..core.advantages import ESTIMATORS, AdvantageEstimator
 from . import verl_skip
-from .verl_groups import group_rows, run_estimator
+from .verl_groups import group_rows, run_estimator, verl_name
 
 TESTED_VERL = "0.9.1"
 CONFIG_KEY = "grposcope"  # algorithm.grposcope.<field>
 STATE_FILE = "grposcope_estimators.pt"  # beside verl's data.pt in each global_step_<n> folder
-
-
-def verl_name(name: str) -> str:
-    """The name verl's registry knows estimator `name` by: grposcope_<name>, so that none shadows verl's own
-    (verl has a grpo), except avspo, which verl does not have."""
-    return name if name == "avspo" else f"grposcope_{name}"
 
 
 # verl's name -> grposcope's registry name: the estimators registered with "verl" among their hosts

@@ -51,6 +51,12 @@ class Groups:
         return dict(sorted(by_size.items()))
 
 
+def verl_name(name: str) -> str:
+    """The name verl's registry knows grposcope estimator `name` by: grposcope_<name>, so that none shadows
+    verl's own (verl has a grpo), except avspo, which verl does not have."""
+    return name if name == "avspo" else f"grposcope_{name}"
+
+
 def group_rows(index: Sequence[Any] | np.ndarray, n: int) -> Groups:
     """Groups row ids by uid.  index (N,) of uids (verl: strings in an object array) -> Groups."""
     if len(index) != n:
@@ -129,4 +135,4 @@ def _zero_padded(adv: torch.Tensor, rows: list[np.ndarray]) -> torch.Tensor:
     return out
 
 
-__all__ = ["Groups", "PAD_PREFIX", "group_rows", "padded_groups", "run_estimator", "step_collapse"]
+__all__ = ["Groups", "PAD_PREFIX", "group_rows", "padded_groups", "run_estimator", "step_collapse", "verl_name"]
