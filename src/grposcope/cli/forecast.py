@@ -202,16 +202,12 @@ def _from_stock_run(folder: Path, kind: str, steps: int, threshold: float | None
                     ) -> tuple[str, list, list[str], dict | None]:
     """(k, successes) per (step, prompt) group of the last `steps` steps a stock TRL or verl run wrote
     rollouts for, the ACR those groups had, and what to keep in mind."""
-    from ..reports.engine_runs import default_threshold
+    from ..reports.engine_runs import success_threshold
     from ..reports.rollouts import plural, step_span
 
     rollouts = _last_rollouts(folder, kind, steps)
     low, high = rollouts.reward_range()
-    how = "--success_threshold"
-    if threshold is None:
-        threshold = default_threshold(low, high)
-        how = ("grposcope's default for rewards in [0, 1]" if 0 <= low and high <= 1 else "the midpoint of the "
-               "rewards seen") + "; --success_threshold sets it"
+    threshold, how = success_threshold(low, high, threshold)
     groups = [g for s in rollouts.steps for g in s.rewards]
     counts = [(len(g), sum(r >= threshold for r in g)) for g in groups]
     sizes = rollouts.group_sizes()
@@ -267,12 +263,10 @@ def _last_rollouts(folder: Path, kind: str, steps: int) -> Any:
 
 def _step_acrs(rollouts: Any, threshold: float) -> list[float]:
     """Each step's collapse/acr, as grposcope report computes it from the same groups."""
-    import torch
+    from ..core.diagnostics import collapse_metrics
+    from ..reports.engine_runs import step_rewards
 
-    from ..core.diagnostics import collapse_metrics, pad_groups
-
-    return [collapse_metrics(pad_groups([torch.tensor(g, dtype=torch.float64) for g in step.rewards]),
-                             threshold)["collapse/acr"] for step in rollouts.steps]
+    return [collapse_metrics(step_rewards(step), threshold)["collapse/acr"] for step in rollouts.steps]
 
 
 def _mean_and_se(values: list[float]) -> dict[str, float]:

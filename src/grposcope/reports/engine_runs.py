@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from ..core.diagnostics import ZERO_ADVANTAGE_TOL, CollapseMonitor, alarm_window, collapsed_groups, pad_groups
-from .rollouts import CUT, Rollouts, json_lines, plural, step_span
+from .rollouts import CUT, Rollouts, StepGroups, json_lines, plural, step_span
 
 ACR_100_STEPS = 100
 # verl's logged names -> grposcope's (docs/metrics.md)
@@ -40,21 +40,28 @@ VERL_NAMES = {
 GROUPS = "groups"  # groups of two or more completions in the step's rollouts (steps.csv, the plots)
 
 
-def default_threshold(low: float, high: float) -> float:
-    """0.5 for rewards in [0, 1]; the midpoint of the rewards seen otherwise."""
-    return 0.5 if 0.0 <= low and high <= 1.0 else (low + high) / 2
+def step_rewards(step: StepGroups) -> torch.Tensor:
+    """A step's groups as core's (B, G) reward matrix, uneven groups padded with their own mean."""
+    return pad_groups([torch.tensor(g, dtype=torch.float64) for g in step.rewards])
 
 
-def replay(rollouts: Rollouts, engine: dict[int, dict[str, float]], success_threshold: float | None,
+def success_threshold(low: float, high: float, given: float | None) -> tuple[float, str]:
+    """(the threshold a completion succeeds at, why): `given` (--success_threshold) when set, else 0.5 for
+    rewards in [low, high] within [0, 1], else the midpoint of the rewards seen."""
+    if given is not None:
+        return given, "--success_threshold"
+    if 0.0 <= low and high <= 1.0:
+        return 0.5, "grposcope's default for rewards in [0, 1]"
+    return (low + high) / 2, "the midpoint of the rewards seen; --success_threshold sets it"
+
+
+def replay(rollouts: Rollouts, engine: dict[int, dict[str, float]], given_threshold: float | None,
            entropy_floor: float, kl_bound: float) -> tuple[dict[int, dict[str, float]], list[str]]:
     """The ACR family of every step the rollouts hold, as grposcope's trainer computes it, with the engine's
     entropy and KL (`engine[step]["entropy/mean"]`, `["kl/mean"]`) for their alarms. -> ({step: metrics}, notes)."""
     notes = []
     low, high = rollouts.reward_range()
-    threshold = default_threshold(low, high) if success_threshold is None else success_threshold
-    how = "--success_threshold" if success_threshold is not None else (
-        "grposcope's default for rewards in [0, 1]" if threshold == 0.5 and low >= 0 and high <= 1
-        else "the midpoint of the rewards seen; --success_threshold sets it")
+    threshold, how = success_threshold(low, high, given_threshold)
     notes.append(f"rewards seen in [{low:g}, {high:g}]; a collapsed group is all-correct when its common reward "
                  f"is >= {threshold:g} ({how})")
     seen = [s.step for s in rollouts.steps]
@@ -69,7 +76,7 @@ def replay(rollouts: Rollouts, engine: dict[int, dict[str, float]], success_thre
     quiet.setLevel(logging.ERROR)  # the onsets are the report's alarms column, not a console warning each
     try:
         for step in rollouts.steps:
-            rewards = pad_groups([torch.tensor(g, dtype=torch.float64) for g in step.rewards])  # (B, G)
+            rewards = step_rewards(step)  # (B, G)
             advantages = None
             if step.advantages is not None:
                 advantages = torch.zeros(rewards.shape, dtype=torch.float64)  # (B, G), 0-padded

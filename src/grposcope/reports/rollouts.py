@@ -40,11 +40,10 @@ TRL_FIXED = ("step", "prompt", "completion", "advantage", "image", "images")  # 
 
 @dataclass
 class StepGroups:
-    """One step's groups: the rewards of each (2 or more completions) and its prompt's digest."""
+    """One step's groups: the rewards of each (2 or more completions)."""
 
     step: int
     rewards: list[list[float]]
-    prompts: list[bytes]
     advantages: list[list[float]] | None = None  # TRL's advantage column, where every group has it
 
     def sizes(self) -> Counter:
@@ -59,7 +58,6 @@ class Rollouts:
     found: str  # what was read, said to the user
     steps: list[StepGroups]
     notes: list[str] = field(default_factory=list)
-    files: dict[int, Path] = field(default_factory=dict)  # step -> the file its groups came from
 
     def group_sizes(self) -> Counter:
         return reduce(lambda a, b: a + b, (s.sizes() for s in self.steps), Counter())
@@ -147,8 +145,7 @@ def read_verl(folder: Path, steps: set[int] | None = None) -> Rollouts:
                                   f"{not_numbers[0]}{' and others' if len(not_numbers) > 1 else ''}): left out")
         groups = _whole_groups(members, path, rollouts.notes)
         if groups:
-            rollouts.steps.append(StepGroups(step, [g for _, g in groups], [k for k, _ in groups]))
-            rollouts.files[step] = path
+            rollouts.steps.append(StepGroups(step, groups))
     rollouts.notes[:] = _merge_notes(rollouts.notes)
     seen = [s.step for s in rollouts.steps]
     rows = sum(len(g) for s in rollouts.steps for g in s.rewards)
@@ -262,7 +259,6 @@ def read_trl(folder: Path, reward_names: list[str] | None, steps: set[int] | Non
         groups = _trl_groups(step, prompts, rewards, advantages, size, path, rollouts.notes)
         if groups is not None:
             rollouts.steps.append(groups)
-            rollouts.files[step] = path
     if repeats:
         rollouts.notes.append(f"{plural(repeats, 'file')} repeat the generation batch of the file before "
                               "(TRL generates once every steps_per_generation x num_iterations steps and logs "
@@ -345,7 +341,7 @@ def _trl_groups(step: int, prompts: list[str], rewards: list[float], advantages:
     if len(prompts) % size:
         notes.append(f"{path}: {len(prompts)} rows is not a whole number of groups of {size}: the last "
                      f"{len(prompts) % size} left out")
-    out = StepGroups(step, [], [], [] if advantages is not None else None)
+    out = StepGroups(step, [], [] if advantages is not None else None)
     unscorable = 0
     for start in range(0, len(prompts) - size + 1, size):
         block = range(start, start + size)
@@ -354,7 +350,6 @@ def _trl_groups(step: int, prompts: list[str], rewards: list[float], advantages:
         if len(kept) < 2:
             continue
         out.rewards.append([rewards[i] for i in kept])
-        out.prompts.append(digest(prompts[start]))
         if out.advantages is not None:
             out.advantages.append([advantages[i] for i in kept])
     if unscorable:
@@ -404,14 +399,13 @@ def _completion_text(value: Any) -> str:
 # --------------------------------------------------------------------------- shared
 
 
-def _whole_groups(members: dict[bytes, list[float]], path: Path, notes: list[str]
-                  ) -> list[tuple[bytes, list[float]]]:
+def _whole_groups(members: dict[bytes, list[float]], path: Path, notes: list[str]) -> list[list[float]]:
     """The groups of two or more rollouts; the single ones noted and left out."""
-    single = [k for k, g in members.items() if len(g) < 2]
+    single = sum(len(g) < 2 for g in members.values())
     if single:
-        notes.append(f"{path}: {plural(len(single), 'prompt')} with a single rollout (a group of size 1 has no "
+        notes.append(f"{path}: {plural(single, 'prompt')} with a single rollout (a group of size 1 has no "
                      "advantage; was rollout.n 1, or the file cut short?): left out")
-    return [(k, g) for k, g in members.items() if len(g) >= 2]
+    return [g for g in members.values() if len(g) >= 2]
 
 
 def _merge_notes(notes: list[str]) -> list[str]:

@@ -166,8 +166,9 @@ def _trainer_state(folder: Path) -> Path | None:
     return max(checkpoints)[1] / "trainer_state.json" if checkpoints else None
 
 
-def _trl_run(state_path: Path, name: str) -> Run:
-    state = _read_json(state_path)
+def _trl_run(state_path: Path, name: str, state: Any = None) -> Run:
+    """The run of a trainer_state.json (`state`: its content, when the caller has read it already)."""
+    state = _read_json(state_path) if state is None else state
     history = state.get("log_history") if isinstance(state, dict) else None
     if not isinstance(history, list):
         raise ValueError(f"{state_path} has no log_history list; is it a transformers trainer_state.json?")
@@ -202,7 +203,8 @@ def _stock_trl_run(path: Path, name: str, options: ReadOptions) -> Run:
 
     folder = path.parent if path.is_file() else path
     state = path if path.is_file() else _trainer_state(path)
-    run = _trl_run(state, name) if state is not None else Run(name, folder, "trl", [], {})
+    content = _read_json(state) if state is not None else None
+    run = _trl_run(state, name, content) if state is not None else Run(name, folder, "trl", [], {})
     found = [f"{state.relative_to(folder) if state.is_relative_to(folder) else state}"] if state else []
     if not trl_files(folder):
         run.found = f"a TRL run ({', '.join(found)}; no completions/ folder)"
@@ -220,7 +222,7 @@ def _stock_trl_run(path: Path, name: str, options: ReadOptions) -> Run:
         run.notes[:] = [n for n in run.notes if "frac_reward_zero_std" not in n]
     _add_rollouts(run, rollouts, options)
     run.found = rollouts.found + (f" with {found[0]}" if found else "")
-    planned = _read_json(state).get("max_steps") if state is not None else None
+    planned = content.get("max_steps") if isinstance(content, dict) else None
     last = max([*run.steps, int(planned) if isinstance(planned, int) and planned > 0 else 0])
     if len(rollouts.steps) < last:
         run.steps_trained = last
