@@ -2,8 +2,12 @@
 
     accelerate launch --cpu --num_processes 2 tests/trl_two_process.py OUTPUT_DIR [skip]
 
+    accelerate launch ... tests/trl_two_process.py OUTPUT_DIR reinforce_ada|budgeted
+
 Three groups of 4 a generation over two processes of 6 rows: the middle group straddles them (rows 4-7).
-Two prompts in three get the same reward on every completion, so dynamic sampling refills most steps. Each
+Two prompts in three get the same reward on every completion, so dynamic sampling refills most steps. With
+`reinforce_ada` or `budgeted`: four groups of 3, the second and third straddling; the collapsed prompts make
+Reinforce-Ada draw more rounds, and rounds of one prompt are padded to whole rows per process. Each
 process writes OUTPUT_DIR/rank<i>.json: per generation, the whole batch's advantages (gathered), its reward
 per row, and the grposcope metrics it logged; the test compares the two.
 
@@ -96,12 +100,22 @@ def skip_run(out: Path) -> None:
     (out / f"skip{rank}.json").write_text(json.dumps({"records": recorder.records, "skipped": skipped}))
 
 
-def main(out: Path) -> None:
+# groups of 3 for the adaptive samplers: a round of one prompt is 3 rows, padded to 6 so that each process
+# gets 3 (the padding rows are generated and scored, and given to no sampler)
+SAMPLERS = {
+    "dynamic": dict(num_generations=4, use_avspo=True, sampler="dynamic", max_gen_batches=3),
+    "reinforce_ada": dict(num_generations=3, sampler="reinforce_ada", advantage_estimator="pool", round_size=3,
+                          max_rounds=3),
+    "budgeted": dict(num_generations=3, sampler="budgeted", sample_budget=12, budget_candidates=2.0),
+}
+
+
+def main(out: Path, sampler: str = "dynamic") -> None:
     torch.set_num_threads(1)
     config = GRPOConfig(
-        output_dir=str(out / "run"), per_device_train_batch_size=6, num_generations=4, max_completion_length=6,
+        output_dir=str(out / "run"), per_device_train_batch_size=6, max_completion_length=6,
         max_steps=3, logging_steps=1, save_strategy="no", report_to="none", use_cpu=True, bf16=False,
-        learning_rate=1e-3, seed=5, disable_tqdm=True, use_avspo=True, sampler="dynamic", max_gen_batches=3,
+        learning_rate=1e-3, seed=5, disable_tqdm=True, **SAMPLERS[sampler],
     )
     trainer = Recording(model=make_tiny_llama(), reward_funcs=reward, args=config, train_dataset=PROMPTS,
                         processing_class=make_tiny_tokenizer())
@@ -112,4 +126,7 @@ def main(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    (skip_run if sys.argv[2:] == ["skip"] else main)(Path(sys.argv[1]))
+    if sys.argv[2:] == ["skip"]:
+        skip_run(Path(sys.argv[1]))
+    else:
+        main(Path(sys.argv[1]), *sys.argv[2:])

@@ -25,6 +25,7 @@ outside the tested range (GRPOSCOPE_ALLOW_UNTESTED_TRL=1 lets it try) and checks
 from __future__ import annotations
 
 import importlib.metadata
+import math
 import os
 import statistics
 import types
@@ -58,6 +59,7 @@ check_trl()
 
 import torch  # noqa: E402
 import trl  # noqa: E402
+from accelerate.utils import gather_object  # noqa: E402
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR  # noqa: E402
 
 from ..core.diagnostics import CollapseMonitor, alarm_window, collapse_metrics  # noqa: E402
@@ -148,33 +150,48 @@ class GRPOTrainer(trl.GRPOTrainer):
         if not self.model.training:
             return self._evaluate_batch(inputs)
         g, rounds = self.num_generations, []
+        groups = len(inputs) * self.accelerator.num_processes // g
+        batch = self._batch_prompts(inputs, groups)
         generate = super()._generate_and_score_completions
 
         def draw(prompts: list[Any], n: int) -> ScoredDraw:
-            assert n == g, "the TRL integration draws num_generations completions per prompt"
-            output = generate(inputs if not rounds else self._local_rows(prompts, len(inputs)))
-            rewards, metrics = self._gathered_rewards(g)  # (B, G)
-            rounds.append((output, metrics))
-            return ScoredDraw(rewards, self._gathered_lengths(output).view(-1, g), rows=len(rounds) - 1)
+            # the batch as TRL handed it over, when the sampler asks for exactly that: stock TRL's first round
+            as_given = not rounds and n == g and len(prompts) == groups and all(a is b for a, b in zip(prompts, batch))
+            rows, real = (inputs, groups * g) if as_given else self._round_rows(prompts, n)
+            output = generate(rows)  # a collective call: every process runs the same rounds
+            rewards, metrics = self._gathered_rewards()  # (N,) N >= real: the round's padding rows at the end
+            lengths = self._gathered_lengths(output)
+            rounds.append(trl_batch.Round(output, metrics, real, len(rewards)))
+            return ScoredDraw(rewards[:real].view(-1, n), lengths[:real].view(-1, n), rows=len(rounds) - 1)
 
-        groups = len(inputs) * self.accelerator.num_processes // g
-        selection = self.sampler.sample(list(range(groups)), draw, self._more_prompts, g)
+        selection = self.sampler.sample(batch, draw, self._more_prompts, g)
         estimate = self.estimator(selection.rewards, pool=selection.pool, as_drawn=selection.as_drawn)
         advantages = estimate.advantages  # (B', G)
-        output = self._training_batch(rounds, selection.samples, advantages, groups, len(inputs))
-        metrics = {"reward/none_frac": statistics.fmean(m["reward/none_frac"] for _, m in rounds)}  # rounds alike
+        kept_rows = trl_batch.row_numbers(rounds)[selection.samples]  # (B', G) rows of the concatenated rounds
+        output = self._training_batch(rounds, kept_rows, advantages, groups, len(inputs))
+        metrics = {"reward/none_frac": statistics.fmean(r.metrics["reward/none_frac"] for r in rounds)}
+        metrics["sampler/padding_samples"] = float(sum(r.rows - r.real for r in rounds))
         metrics.update({**selection.metrics, **estimate.metrics})
         metrics.update(self.monitor.update(selection.as_drawn, advantages, self._recent.get("entropy"),
                                            self._recent.get("kl")))
         for name, value in metrics.items():
             self._metrics["train"][name].append(float(value))
-        self._log_advantages(selection.samples, advantages, len(rounds) * groups * g)
+        self._log_advantages(kept_rows, advantages, sum(r.rows for r in rounds))
         return output
+
+    def _batch_prompts(self, inputs: list[dict[str, Any]], groups: int) -> list[Any]:
+        """The generation batch's prompts, one per group, the same on every process. `fixed` and `dynamic`
+        draw the batch as TRL handed it over, so its group numbers do; the other samplers re-draw or rank its
+        prompts, so they get every process's examples (a group may straddle two processes)."""
+        if self.args.sampler in ("fixed", "dynamic"):
+            return list(range(groups))
+        everyone = gather_object(list(inputs)) if self.accelerator.num_processes > 1 else list(inputs)
+        return everyone[:: self.num_generations]
 
     def _evaluate_batch(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         """Evaluation stays TRL's; the ACR of the eval groups is added (`eval_collapse/acr`). No state moves."""
         output = super()._generate_and_score_completions(inputs)
-        rewards, _ = self._gathered_rewards(self.num_generations_eval)
+        rewards = self._gathered_rewards()[0].view(-1, self.num_generations_eval)
         for name, value in collapse_metrics(rewards, self.args.success_threshold).items():
             self._metrics["eval"][name].append(value)
         return output
@@ -184,43 +201,52 @@ class GRPOTrainer(trl.GRPOTrainer):
         self._rewards_per_func = per_func
         return per_func
 
-    def _gathered_rewards(self, g: int) -> tuple[torch.Tensor, dict[str, float]]:
-        """The last round's rewards of every process as (B, G), before any mitigation: TRL's weighted sum of
-        the reward functions, None skipped. A completion no function scored gets 0.0 and is counted in
+    def _gathered_rewards(self) -> tuple[torch.Tensor, dict[str, float]]:
+        """The last round's rewards of every process, (N,), before any mitigation: TRL's weighted sum of the
+        reward functions, None skipped. A completion no function scored gets 0.0 and is counted in
         `reward/none_frac`, as in grposcope's own trainer (TRL leaves it out of its group's mean instead)."""
         per_func = self._rewards_per_func.float().cpu()  # (N, F), NaN where a function returned None
         rewards = combine(per_func, self.reward_weights.cpu()).float()  # (N,), 0.0 where unscored
-        return rewards.view(-1, g), {"reward/none_frac": none_frac(per_func)}
+        return rewards, {"reward/none_frac": none_frac(per_func)}
 
     def _gathered_lengths(self, output: dict[str, Any]) -> torch.Tensor:
         """Completion tokens of every process's rows, for the sampler's accounting.  -> (N,)"""
         return self.accelerator.gather(output["completion_mask"].sum(dim=1)).float().cpu()
 
-    def _local_rows(self, prompts: list[dict[str, Any]], rows: int) -> list[dict[str, Any]]:
-        """This process's rows of a refill round: each prompt G times, in order, sliced as TRL slices."""
-        everyone = [dict(example) for example in prompts for _ in range(self.num_generations)]
-        if len(everyone) != rows * self.accelerator.num_processes:
-            raise RuntimeError(f"a refill round has {len(everyone)} rows for {self.accelerator.num_processes} "
-                               f"processes of {rows}")
+    def _round_rows(self, prompts: list[Any], n: int) -> tuple[list[dict[str, Any]], int]:
+        """This process's rows of a round that draws n completions of each prompt, and the round's real rows.
+
+        Every prompt's n rows in order, then padding rows (copies of the last prompt, generated and scored but
+        given to no sampler) up to a multiple of num_processes x num_generations: each process gets as many
+        rows as the others, as TRL's slicing expects, and TRL's own per-group statistics and vLLM's server mode
+        (one request of num_generations completions per prompt) see whole blocks of num_generations rows.
+        """
+        everyone = [dict(example) for example in prompts for _ in range(n)]
+        real, processes = len(everyone), self.accelerator.num_processes
+        block = math.lcm(processes, self.num_generations)
+        everyone += [dict(prompts[-1]) for _ in range(-real % block)]
+        rows = len(everyone) // processes
         start = self.accelerator.process_index * rows
-        return everyone[start:start + rows]
+        return everyone[start:start + rows], real
 
     def _more_prompts(self, count: int) -> list[dict[str, Any]]:
         """The next `count` prompts of the refill stream (the same on every process)."""
         return [self.train_dataset[i] for i in self.refill.take(count)]
 
-    def _training_batch(self, rounds: list[tuple[dict[str, Any], dict]], kept: torch.Tensor,
-                        advantages: torch.Tensor, groups: int, rows: int) -> dict[str, Any]:
+    def _training_batch(self, rounds: list[trl_batch.Round], kept: torch.Tensor, advantages: torch.Tensor,
+                        groups: int, rows: int) -> dict[str, Any]:
         """This process's training rows: the first round as TRL made it when the sampler kept it whole,
-        else the kept groups gathered from every round (trl_batch)."""
-        first = rounds[0][0]
+        else the kept groups gathered from every round (trl_batch). kept (B', G) rows of the concatenated
+        rounds."""
+        first = rounds[0].output
         device = first["completion_ids"].device
         process = self.accelerator.process_index
-        if len(rounds) == 1 and torch.equal(kept.reshape(-1), torch.arange(groups * self.num_generations)):
+        whole_first = torch.arange(groups * self.num_generations)
+        if len(rounds) == 1 and rounds[0].rows == len(whole_first) and torch.equal(kept.reshape(-1), whole_first):
             flat = advantages.reshape(-1).float()  # (B * G,)
             return {**first, "advantages": flat[process * rows:(process + 1) * rows].to(device)}
         pads = trl_batch.pad_values(self._tokenizer.pad_token_id)
-        whole = trl_batch.concat_rounds([trl_batch.gather_round(self.accelerator, out, pads) for out, _ in rounds],
+        whole = trl_batch.concat_rounds([trl_batch.gather_round(self.accelerator, r.output, pads) for r in rounds],
                                         pads)
         batch = trl_batch.pick_rows(whole, kept, advantages, groups, self.num_generations)
         local = trl_batch.local_slice(batch, process, rows)
@@ -230,7 +256,8 @@ class GRPOTrainer(trl.GRPOTrainer):
         return local
 
     def _log_advantages(self, kept: torch.Tensor, advantages: torch.Tensor, drawn: int) -> None:
-        """TRL's completions table shows its own advantages; show the ones that trained (0 where dropped)."""
+        """TRL's completions table shows its own advantages; show the ones that trained (0 where dropped).
+        kept (B', G) rows of the concatenated rounds, `drawn` rows in all."""
         values = torch.zeros(drawn)
         values[kept.reshape(-1)] = advantages.reshape(-1).float()
         log = self._logs["advantages"]

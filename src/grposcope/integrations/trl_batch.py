@@ -1,16 +1,19 @@
-"""Assembling TRL's training batch from several generation rounds (dynamic sampling with refill).
+"""Assembling TRL's training batch from several generation rounds (dynamic sampling's refills, Reinforce-Ada's
+rounds, the budgeted sampler's rounds).
 
 TRL's `_generate_and_score_completions` returns this process's rows of one round: padded tensors whose first
-dimension is the process's L rows. A sampler that refills keeps groups from several rounds, and a group kept
-on one process may be needed on another, so every round is gathered whole (N = num_processes * L rows),
-the kept groups are picked from the gathered rounds in the sampler's order, and each process takes its slice
-again. Every process holds the same gathered rows and the same selection, so all agree without more traffic.
+dimension is the process's L_r rows. A sampler keeps groups from several rounds, and a group kept on one
+process may be needed on another, so every round is gathered whole (N_r = num_processes * L_r rows: the
+sampler's real rows first, then the round's padding rows), the kept rows are picked from the gathered rounds
+in the sampler's order, and each process takes its slice again. Every process holds the same gathered rows and
+the same selection, so all agree without more traffic.
 
-Notation: L rows per process and round, N = num_processes * L rows per round, R rounds, T tokens.
+Notation: L_r rows per process in round r, N_r = num_processes * L_r, R rounds, T tokens.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -25,6 +28,26 @@ MERGEABLE = (
 )
 
 
+@dataclass
+class Round:
+    """One generation round: TRL's output for this process, its reward metrics, and its row counts."""
+
+    output: dict[str, Any]
+    metrics: dict[str, float]
+    real: int  # rows the sampler asked for (its samples), first in the gathered round
+    rows: int  # N_r: every process's rows, padding included
+
+
+def row_numbers(rounds: list[Round]) -> torch.Tensor:
+    """The sampler numbers its samples across rounds (round r's real row i is sample offset(r) + i); the
+    concatenated gathered rounds also hold each round's padding rows. -> (samples,) the row of each sample."""
+    parts, start = [], 0
+    for r in rounds:
+        parts.append(start + torch.arange(r.real))
+        start += r.rows
+    return torch.cat(parts)
+
+
 def pad_values(pad_token_id: int) -> dict[str, float]:
     """The fill of each key's padding, as TRL pads it; the logps and ratios are masked wherever padded."""
     return {"prompt_ids": pad_token_id, "completion_ids": pad_token_id, "tool_mask": 1}
@@ -34,8 +57,9 @@ def check_mergeable(output: dict[str, Any]) -> None:
     extra = sorted(set(output) - set(MERGEABLE) - {"num_items_in_batch"})
     if extra:
         raise RunError(
-            f"dynamic sampling in TRL merges text batches, and this one also holds {', '.join(extra)} (images or "
-            "tool outputs): train it with sampler='fixed', or in grposcope's own trainer"
+            f"a sampler that draws several rounds in TRL merges text batches, and this one also holds "
+            f"{', '.join(extra)} (images or tool outputs): train it with sampler='fixed', or in grposcope's own "
+            "trainer"
         )
 
 
@@ -94,8 +118,7 @@ def pick_rows(batch: dict[str, torch.Tensor], kept: torch.Tensor, advantages: to
               g: int) -> dict[str, torch.Tensor]:
     """The training batch of `groups` groups from the concatenated rounds.
 
-    kept (B', G) the sampler's sample numbers, which index the concatenated rows (round r's row i is sample
-    r * N + i); advantages (B', G). A shortfall (B' < groups) is filled with rows whose completion mask is
+    kept (B', G) the kept samples' rows in the concatenated rounds (`row_numbers`); advantages (B', G). A shortfall (B' < groups) is filled with rows whose completion mask is
     zero and whose advantage is zero: they take no part in the loss, so the step trains on the B' groups
     kept, as grposcope's own trainer does, while every process keeps the row count TRL expects.
     """

@@ -17,7 +17,7 @@ import warnings
 from trl import GRPOConfig as TRLGRPOConfig
 
 from ..core.advantages import ESTIMATORS
-from ..sampling import SAMPLERS
+from ..sampling import SAMPLERS, pool_pairing
 from ..trainer import config as own_config
 from ..trainer.config_doc import field_docs
 from ..trainer.options import FAMILIES, declared, unread_component_option, with_component_options
@@ -26,8 +26,7 @@ RUN_WIDE = ("advantage_estimator", "use_avspo", "sampler", "success_threshold", 
             "skip_no_signal_steps")
 FAMILIES_IN_TRL = ("advantage_estimator", "sampler")
 SHARED_WITH_TRL = ("scale_rewards",)  # TRL's field, grpo's option: "group", "batch" or "none"
-# What runs in TRL is declared where each entry is registered (hosts=...): samplers whose every draw is
-# num_generations completions of each prompt, what TRL's generation (vLLM server mode included) produces
+# What runs in TRL is declared where each entry is registered (hosts=...)
 SAMPLERS_IN_TRL = tuple(SAMPLERS.names_in("trl"))
 
 
@@ -70,10 +69,16 @@ class GRPOConfig(_Fields):
             raise ValueError(f"advantage_estimator={self.advantage_estimator!r} does not run in TRL; in TRL use one "
                              f"of {', '.join(ESTIMATORS.names_in('trl'))}")
         if "trl" not in SAMPLERS.hosts(self.sampler):
-            raise ValueError(
-                f"sampler={self.sampler!r} draws other numbers of completions per prompt than num_generations, "
-                f"which TRL's generation cannot; in TRL use one of {', '.join(SAMPLERS_IN_TRL)}, or run "
-                f"{self.sampler!r} in grposcope's own trainer (grposcope train --sampler {self.sampler})")
+            raise ValueError(f"sampler={self.sampler!r} does not run in TRL; in TRL use one of "
+                             f"{', '.join(SAMPLERS_IN_TRL)}, or run it in grposcope's own trainer (grposcope train "
+                             f"--sampler {self.sampler})")
+        if self.sampler == "reinforce_ada" and self.round_size % self.num_generations:
+            # TRL generates, scores and logs in blocks of num_generations completions of one prompt (vLLM's
+            # server mode asks for num_generations per prompt), so a round must be whole blocks
+            raise ValueError(f"round_size={self.round_size} is not a multiple of num_generations="
+                             f"{self.num_generations}: in TRL each round draws whole blocks of num_generations "
+                             f"completions per prompt; set round_size to {self.num_generations} or a multiple")
+        pairing = pool_pairing(self.sampler, self.advantage_estimator)  # raises for pool without pools
         if self.multi_objective_aggregation != "sum_then_normalize":
             raise ValueError(
                 f"multi_objective_aggregation={self.multi_objective_aggregation!r}: grposcope's estimators take one "
@@ -83,7 +88,7 @@ class GRPOConfig(_Fields):
             raise ValueError(f"acr_ema_lambda must be in [0, 1), got {self.acr_ema_lambda}")
         for family in FAMILIES_IN_TRL:  # a bad option fails here, before any model is loaded
             FAMILIES[family].build(getattr(self, family), self)
-        for note in self.unused_options():
+        for note in self.unused_options() + ([pairing] if pairing else []):
             warnings.warn(note, stacklevel=3)
 
     def unused_options(self) -> list[str]:

@@ -20,9 +20,28 @@ def make(name: str, **params) -> Sampler:
     return SAMPLERS.make(name, **params)
 
 
+def pool_pairing(sampler: str, estimator: str) -> str | None:
+    """Whether the sampler and the advantage estimator fit Reinforce-Ada's design (arXiv 2510.04996): the `pool`
+    estimator's baseline is every reward drawn for the prompt, which only a pool-drawing sampler has.
+
+    Raises ValueError for `pool` beside a sampler without pools (its baseline would silently be each group's
+    mean: GRPO without the std); returns a warning for a pool-drawing sampler under another estimator (its
+    extra samples then only choose the group, the paper's baseline is not used); else None.
+    """
+    makes_pool = getattr(SAMPLERS.get(sampler), "makes_pool", False)
+    if estimator == "pool" and not makes_pool:
+        drawing = [name for name in SAMPLERS.names() if getattr(SAMPLERS.get(name), "makes_pool", False)]
+        raise ValueError(f"advantage_estimator='pool' takes its baseline from every completion drawn for a prompt, "
+                         f"and sampler={sampler!r} draws only the group: use sampler={drawing[0]!r} (or one of "
+                         f"{', '.join(drawing)}), or advantage_estimator='grpo'")
+    if makes_pool and estimator != "pool":
+        return (f"sampler={sampler!r} draws a pool of completions per prompt, and advantage_estimator="
+                f"{estimator!r} ignores it: Reinforce-Ada's baseline is the pool's mean (advantage_estimator='pool')")
+    return None
+
+
 # Registered in the order forecasts and tables list them (SAMPLERS.names_in): the baseline first, grposcope's
-# own last. Each declares the trainers it runs in (`hosts`): reinforce_ada and budgeted draw other numbers of
-# completions per prompt than num_generations, so for now they run in grposcope's own trainer only.
+# own last. Each declares the trainers it runs in (`hosts`, docs/integrations.md "What runs where").
 # isort: off
 from . import fixed  # noqa: E402,F401
 from . import dynamic  # noqa: E402,F401
@@ -31,4 +50,4 @@ from . import budgeted  # noqa: E402,F401
 # isort: on
 
 __all__ = ["SAMPLERS", "DrawFn", "ScoredDraw", "MorePrompts", "Sampler", "Selection", "informative", "make",
-           "example_key"]
+           "example_key", "pool_pairing"]

@@ -78,6 +78,10 @@ READS = ("success_threshold", "seed")
 class Sampler:
     """Base class: `sample(prompts, draw, more, g)`, and state for checkpoints."""
 
+    # whether `Selection.pool` holds each prompt's pool (every reward drawn for it), the baseline the `pool`
+    # estimator is meant for; without one, `pool` falls back to each kept group's own mean
+    makes_pool = False
+
     def __init__(self, success_threshold: float = 0.5, seed: int = 0) -> None:
         self.success_threshold = success_threshold
         self.generator = torch.Generator().manual_seed(seed)  # down-sampling, tie-breaking
@@ -122,6 +126,7 @@ def accounting(draws: list[ScoredDraw], kept: torch.Tensor, rounds: float, dropp
         "sampler/samples_kept": float(kept.numel()),
         "sampler/informative_frac": informative(kept).float().mean().item() if kept.numel() else 0.0,
         "sampler/rounds_mean": float(rounds),
+        "sampler/rounds": float(len(draws)),
         "sampler/prompts_dropped": float(dropped),
     }
     metrics.update({f"sampler/{k}": float(v) for k, v in extra.items()})

@@ -29,7 +29,7 @@ from .base import READS, DrawFn, MorePrompts, Sampler, Selection, accounting, pi
 EXIT_RULES = ("pos", "balance")
 
 
-@SAMPLERS.register("reinforce_ada", reads=READS, options=[
+@SAMPLERS.register("reinforce_ada", reads=READS, hosts=("grposcope", "trl"), options=[
     Option("exit_rule", 'reinforce_ada: a prompt stops being sampled once it has at least one correct sample '
            '("pos") or G/2 correct and G/2 wrong ones ("balance").'),
     Option("round_size", "reinforce_ada: samples per prompt per round."),
@@ -39,6 +39,7 @@ EXIT_RULES = ("pos", "balance")
            "them."),
 ])
 class ReinforceAda(Sampler):
+    makes_pool = True
     def __init__(self, exit_rule: str = "balance", round_size: int = 8, max_rounds: int = 4,
                  drop_unresolved: bool = False, success_threshold: float = 0.5, seed: int = 0) -> None:
         super().__init__(success_threshold, seed)
