@@ -254,3 +254,24 @@ def test_two_processes_run_the_same_rounds(tmp_path, case):
         assert max(r["metrics"]["sampler/rounds"] for r in records) > 1
     print(json.dumps([{k: r["metrics"][k] for k in ("sampler/rounds", "sampler/samples_generated",
                                                      "sampler/padding_samples", "collapse/acr")} for r in records]))
+
+
+@pytest.mark.embedded
+def test_reinforce_ada_balance_recipe_runs_on_the_cpu(tmp_path):
+    """examples/trl/reinforce_ada_balance.sh's sampler flags on the CPU with the embedded model, 2 steps: the
+    log history holds the sampler's rounds and the pool-baseline run's collapse metrics."""
+    import subprocess
+    import sys
+
+    script = Path(__file__).parents[1] / "examples" / "trl" / "reinforce_ada_balance.sh"
+    env = {**os.environ, "OMP_NUM_THREADS": "2", "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    done = subprocess.run(["bash", str(script), "cpu", "--output_dir", str(tmp_path / "out")], capture_output=True,
+                          text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    history = json.loads((tmp_path / "out" / "checkpoint-2" / "trainer_state.json").read_text())["log_history"]
+    steps = [h for h in history if "loss" in h]
+    assert len(steps) == 2
+    for h in steps:
+        assert h["sampler/samples_generated"] == 8 * h["sampler/rounds"]  # one prompt a step, rounds of 8
+        assert 1 <= h["sampler/rounds"] <= 4 and h["sampler/samples_kept"] == 4
+        assert {"collapse/acr", "collapse/acr_post", "sampler/informative_frac"} <= set(h)
