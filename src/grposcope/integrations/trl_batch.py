@@ -118,9 +118,10 @@ def pick_rows(batch: dict[str, torch.Tensor], kept: torch.Tensor, advantages: to
               g: int) -> dict[str, torch.Tensor]:
     """The training batch of `groups` groups from the concatenated rounds.
 
-    kept (B', G) the kept samples' rows in the concatenated rounds (`row_numbers`); advantages (B', G). A shortfall (B' < groups) is filled with rows whose completion mask is
-    zero and whose advantage is zero: they take no part in the loss, so the step trains on the B' groups
-    kept, as grposcope's own trainer does, while every process keeps the row count TRL expects.
+    kept (B', G) the kept samples' rows in the concatenated rounds (`row_numbers`); advantages (B', G). A
+    shortfall (B' < groups) is filled with rows whose completion mask is zero and whose advantage is zero:
+    they take no part in the loss, so the step trains on the B' groups kept, as grposcope's own trainer does,
+    while every process keeps the row count TRL expects.
     """
     missing = groups - kept.shape[0]
     filler = torch.arange(missing * g)  # (missing * G,) any rows will do: they are masked out
