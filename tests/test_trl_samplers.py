@@ -35,7 +35,8 @@ CASES = {
                                   round_size=4, max_rounds=4),
     "reinforce_ada-pos": dict(sampler="reinforce_ada", advantage_estimator="pool", exit_rule="pos", round_size=4,
                               max_rounds=4),
-    "budgeted": dict(sampler="budgeted", advantage_estimator="grpo", sample_budget=24, budget_candidates=1.0),
+    "budgeted": dict(sampler="budgeted", advantage_estimator="grpo", sample_budget=24, budget_candidates=1.0,
+                     budget_first_round=0.5),
 }
 
 
