@@ -23,21 +23,14 @@ from grposcope.core.advantages import ESTIMATORS  # noqa: E402
 from grposcope.integrations.trl import GRPOConfig, GRPOTrainer  # noqa: E402
 from grposcope.sampling import SAMPLERS  # noqa: E402
 from grposcope.sampling.base import ScoredDraw  # noqa: E402
+from grposcope.sampling.stream import PromptStream  # noqa: E402
 
-G = 4
-# prompt -> the sample indices (0, 1, ... in the order drawn this step) that are correct. Under Reinforce-Ada
-# (rounds of 4, at most 4): p0 is mixed at once (1 round), p1 gets its first correct ones in round 2, p2 its
-# first wrong ones in round 3 (balance), p3 never succeeds (unresolved after 4 rounds).
-SCRIPT = {"p0": {0, 2}, "p1": {4, 5, 7}, "p2": set(range(8)) | {10}, "p3": set()}
-PROMPTS = [{"prompt": f"What is {k} + {k} ?", "pid": pid} for k, pid in enumerate(SCRIPT)]
-CASES = {
-    "reinforce_ada-balance": dict(sampler="reinforce_ada", advantage_estimator="pool", exit_rule="balance",
-                                  round_size=4, max_rounds=4),
-    "reinforce_ada-pos": dict(sampler="reinforce_ada", advantage_estimator="pool", exit_rule="pos", round_size=4,
-                              max_rounds=4),
-    "budgeted": dict(sampler="budgeted", advantage_estimator="grpo", sample_budget=24, budget_candidates=1.0,
-                     budget_first_round=0.5),
-}
+from equal_numbers_cases import CASES as SHARED_CASES  # noqa: E402  isort: skip
+from equal_numbers_cases import G, PROMPTS, scripted_reward, table_row  # noqa: E402  isort: skip
+
+ROWS = [{"prompt": f"What is {p} + {p} ?", "pid": p} for p in PROMPTS]
+CASES = {name: dict(sampler=sampler, advantage_estimator=estimator, **options)
+         for name, (sampler, options, estimator) in SHARED_CASES.items()}
 
 
 class ScriptedReward:
@@ -47,12 +40,12 @@ class ScriptedReward:
     __name__ = "scripted"
 
     def __init__(self) -> None:
-        self.seen: dict[str, int] = defaultdict(int)
+        self.seen: dict[int, int] = defaultdict(int)
 
     def __call__(self, prompts, completions, pid, **kwargs):
         out = []
         for p in pid:
-            out.append(float(self.seen[p] in SCRIPT[p]))
+            out.append(scripted_reward(p, self.seen[p]))
             self.seen[p] += 1
         return out
 
@@ -85,25 +78,25 @@ class Recorder:
         return {"batch": self.batch, "rounds": self.rounds, "kept": kept, "advantages": advantages}
 
 
-def key(prompt) -> str:
+def key(prompt) -> int:
     return prompt["pid"] if isinstance(prompt, dict) else prompt
 
 
-def reference(case: dict, order: list[str]) -> dict:
-    """The sampler and estimator alone on the scripted rewards, the batch in `order`."""
+def reference(case: dict) -> dict:
+    """The sampler and estimator alone on the scripted rewards, the batch in PROMPTS' order."""
     options = {k: v for k, v in case.items() if k not in ("sampler", "advantage_estimator")}
     recorder = Recorder(SAMPLERS.make(case["sampler"], seed=0, **options), ESTIMATORS.make(case["advantage_estimator"]))
-    seen: dict[str, int] = defaultdict(int)
+    seen: dict[int, int] = defaultdict(int)
 
     def draw(prompts, n):
         rewards = torch.zeros(len(prompts), n)
         for b, p in enumerate(prompts):
             for j in range(n):
-                rewards[b, j] = float(seen[p] in SCRIPT[p])
+                rewards[b, j] = scripted_reward(p, seen[p])
                 seen[p] += 1
         return ScoredDraw(rewards, torch.ones(len(prompts), n))
 
-    selection = recorder.sample(list(order), draw, lambda count: [], G)
+    selection = recorder.sample(list(PROMPTS), draw, lambda count: [], G)
     recorder.estimate(selection.rewards, pool=selection.pool, as_drawn=selection.as_drawn)
     return recorder.figures()
 
@@ -115,8 +108,14 @@ def own_trainer_run(tmp_path, case: dict) -> dict:
 
     args = tiny_config(tmp_path, per_device_train_batch_size=len(PROMPTS) * G, gradient_accumulation_steps=1,
                        max_steps=1, save_steps=10, **case)
+    # the trainer's first batch is its seeded stream's first permutation: lay the data out so that the batch
+    # is PROMPTS in order, as TRL (shuffle off) and the verl test take it
+    order = PromptStream(range(len(ROWS)), args.seed).take(len(ROWS))
+    data = [None] * len(ROWS)
+    for row, position in zip(ROWS, order):
+        data[position] = row
     trainer = OwnTrainer(model=make_tiny_llama(), processing_class=make_tiny_tokenizer(),
-                         reward_funcs=ScriptedReward(), train_dataset=PROMPTS, args=args)
+                         reward_funcs=ScriptedReward(), train_dataset=data, args=args)
     recorder = _install(trainer, trainer.sampler, trainer.estimator)
     trainer.train()
     return recorder.figures()
@@ -128,8 +127,8 @@ def _install(trainer, sampler, estimator) -> Recorder:
     return recorder
 
 
-def trl_generation(tmp_path, case: dict, order: list[str], monkeypatch):
-    """One TRL training generation on the batch in `order` (TRL's shuffle off), the scripted reward. Also
+def trl_generation(tmp_path, case: dict, monkeypatch):
+    """One TRL training generation on the batch in PROMPTS' order (TRL's shuffle off), the scripted reward. Also
     returns each round's completions as TRL generated them (one process: no padding rows)."""
     stock, generated = trl.GRPOTrainer._generate_and_score_completions, []
 
@@ -139,7 +138,7 @@ def trl_generation(tmp_path, case: dict, order: list[str], monkeypatch):
         return out
 
     monkeypatch.setattr(trl.GRPOTrainer, "_generate_and_score_completions", recording)
-    dataset = [next(p for p in PROMPTS if p["pid"] == pid) for pid in order]
+    dataset = ROWS
     config = GRPOConfig(**settings(tmp_path, per_device_train_batch_size=len(PROMPTS) * G, max_steps=1,
                                    shuffle_dataset=False), **case)
     torch.manual_seed(0)
@@ -160,19 +159,18 @@ def _tokens(output) -> list[list[int]]:
 def test_every_host_draws_keeps_and_advantages_alike(tmp_path, name, monkeypatch):
     case = CASES[name]
     own = own_trainer_run(tmp_path / "own", case)
-    order = own["batch"]  # the own trainer's seeded stream; TRL is given the batch in that order
-    expected = reference(case, order)
-    recorder, output, trainer, generated = trl_generation(tmp_path / "trl", case, order, monkeypatch)
+    expected = reference(case)
+    recorder, output, trainer, generated = trl_generation(tmp_path / "trl", case, monkeypatch)
     ours = recorder.figures()
     table = []
     for host, got in (("grposcope", own), ("trl", ours)):
-        assert got["batch"] == order, host
+        assert got["batch"] == PROMPTS, host
         assert got["rounds"] == expected["rounds"], host
         assert got["kept"] == expected["kept"], host
         worst = max(abs(a - b) for p in expected["advantages"]
                     for a, b in zip(got["advantages"][p], expected["advantages"][p]))
         assert worst <= 1e-6, host
-        table.append(_row(host, name, got, worst))
+        table.append(table_row(name, host, got["rounds"], {p: len(v) for p, v in got["kept"].items()}, worst))
     # TRL's training batch: the kept groups' advantages in the sampler's order, then masked filler rows
     kept = torch.tensor([a for p in recorder.selection.prompts for a in ours["advantages"][key(p)]])
     torch.testing.assert_close(output["advantages"][: len(kept)], kept, atol=1e-6, rtol=0)
@@ -184,17 +182,9 @@ def test_every_host_draws_keeps_and_advantages_alike(tmp_path, name, monkeypatch
     metrics = {k: v[-1] for k, v in trainer._metrics["train"].items()}
     assert metrics["sampler/rounds"] == len(expected["rounds"])
     assert metrics["sampler/samples_generated"] == sum(sum(r.values()) for r in expected["rounds"])
-    assert metrics["collapse/acr"] == 0.75  # before the sampler: p0 mixed, p1 and p3 all wrong, p2 all right
+    if case["sampler"] == "reinforce_ada":  # before the sampler: only 0 and 5 are mixed in their first 4
+        assert metrics["collapse/acr"] == pytest.approx(4 / 6)
     _write(name, table)
-
-
-def _row(host: str, case: str, figures: dict, worst: float) -> dict:
-    per_prompt = defaultdict(list)
-    for r in figures["rounds"]:
-        for p in sorted(SCRIPT):
-            per_prompt[p].append(r.get(p, 0))
-    return {"case": case, "host": host, "samples_per_prompt_per_round": dict(per_prompt),
-            "rows_kept": {p: len(v) for p, v in figures["kept"].items()}, "max_advantage_difference": worst}
 
 
 def _write(name: str, rows: list[dict]) -> None:
@@ -218,13 +208,13 @@ def test_pool_without_a_pool_sampler_is_refused_and_reinforce_ada_without_pool_w
 def test_reinforce_ada_and_budgeted_train_and_checkpoint_in_trl(tmp_path):
     """Two optimizer steps through TRL's own train(): the sampler's metrics in TRL's log history, its state
     (budgeted's beliefs) in TRL's checkpoint, restored on resume."""
-    for case in ("reinforce_ada-balance", "budgeted"):
+    for case in ("reinforce_ada_balance", "budgeted"):
         out = tmp_path / case
         config = GRPOConfig(**settings(out, per_device_train_batch_size=8, save_strategy="steps", save_steps=2),
                             **CASES[case])
         torch.manual_seed(0)
         trainer = GRPOTrainer(model=make_tiny_llama(), reward_funcs=ScriptedReward(), args=config,
-                              train_dataset=PROMPTS, processing_class=make_tiny_tokenizer())
+                              train_dataset=ROWS, processing_class=make_tiny_tokenizer())
         trainer.train()
         history = [h for h in trainer.state.log_history if "loss" in h]
         assert len(history) == 2
@@ -235,7 +225,7 @@ def test_reinforce_ada_and_budgeted_train_and_checkpoint_in_trl(tmp_path):
         if case == "budgeted":
             assert state["sampler"]["step"] == 2 and len(state["sampler"]["keys"]) >= 2
         resumed = GRPOTrainer(model=make_tiny_llama(), reward_funcs=ScriptedReward(), args=config,
-                              train_dataset=PROMPTS, processing_class=make_tiny_tokenizer())
+                              train_dataset=ROWS, processing_class=make_tiny_tokenizer())
         resumed.load_grposcope_state(state)
         assert torch.equal(resumed.sampler.generator.get_state(), trainer.sampler.generator.get_state())
 

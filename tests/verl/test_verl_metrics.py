@@ -69,9 +69,19 @@ def test_verl_builds_it_from_the_config_and_its_metrics_join_the_steps(monkeypat
     # u1 sums to [2, 2]: collapsed, correct at success_threshold 2.0; u2 [1, 0] mixed
     assert batch.keys == keys
     assert metrics == {"training/filter_groups/x": 1, "collapse/acr": 0.5, "collapse/acr_all_correct": 0.5,
-                       "collapse/acr_all_wrong": 0.0}
+                       "collapse/acr_all_wrong": 0.0, "collapse/acr_ema": 0.5, "collapse/acr_cumulative": 0.5,
+                       "collapse/acr_100": 0.5, "collapse/volatility": 0.0, "alarm/stagnation": 0.0}
     _, val_metrics = sampler.sample(global_steps=1, partition_id="val", batch_size=2)
     assert val_metrics == {"training/filter_groups/x": 1}  # validation batches are not measured
+    # the next step: both groups mixed; the run-long part moves on (acr_ema with lambda 0.9: 0.9 * 0.5 + 0)
+    rm_scores[:] = [torch.tensor([2.0]), torch.tensor([0.0]), torch.tensor([1.0]), torch.tensor([0.0])]
+    _, metrics = sampler.sample(global_steps=2, partition_id="train", batch_size=2)
+    assert metrics["collapse/acr"] == 0.0 and metrics["collapse/acr_ema"] == pytest.approx(0.45)
+    assert metrics["collapse/acr_cumulative"] == 0.25 and metrics["collapse/acr_100"] == 0.25
+    # its state goes into grposcope's checkpoint state (GrposcopeCheckpointCallback saves it)
+    from grposcope.integrations import verl as plugin
+
+    assert plugin.state_dict()[verl_metrics.MONITOR_STATE]["step"] == 2
 
 
 def test_verl_gives_a_custom_sampler_no_group_filter():

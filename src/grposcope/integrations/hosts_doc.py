@@ -13,7 +13,6 @@ HEADER = ("kind", "name", "grposcope train", "TRL (`integrations.trl`)", "verl (
 # What a host does instead when an entry does not run in it: by (kind, host, name), else by (kind, host)
 INSTEAD = {
     ("advantage estimator", "verl"): "no: verl's own estimators (`algorithm.adv_estimator`: grpo, rloo, ...)",
-    ("sampler", "verl", "fixed"): "verl's own: `rollout.n` completions of every prompt",
     ("sampler", "verl", "dynamic"): "verl's own DAPO filter (`algorithm.filter_groups`)",
     ("sampler", "trl"): "not yet: `grposcope train --sampler {name}`",
     ("sampler", "verl"): "not yet: `grposcope train --sampler {name}`",
@@ -22,13 +21,17 @@ INSTEAD = {
 }
 # The metric families, written here: they are the integrations' code, not registrations
 METRICS = (
-    ("`collapse/acr`, `acr_all_correct`, `acr_all_wrong`", "yes", "yes", "yes (the estimators, or the replay buffer "
-     "of `verl_metrics`)"),
-    ("`collapse/acr_ema`, `acr_cumulative`, `acr_100`, `volatility`, `acr_post`", "yes", "yes",
-     "`acr_post` only (from the estimators)"),
-    ("`alarm/*`", "yes", "yes", "no"),
-    ("`sampler/*`", "yes", "yes", "no (no sampler runs in verl)"),
-    ("`avspo/*`", "yes", "yes", "yes"),
+    ("`collapse/acr`, `acr_all_correct`, `acr_all_wrong`", "yes", "yes", "yes: the estimators, any sampler, or "
+     "the v1 replay buffer of `verl_metrics`"),
+    ("`collapse/acr_ema`, `acr_cumulative`, `acr_100`, `volatility`", "yes", "yes",
+     "yes: any sampler (`+algorithm.grposcope.sampler=fixed` keeps verl's draw), or the v1 replay buffer"),
+    ("`collapse/acr_post`", "yes", "yes", "yes: the estimators"),
+    ("`alarm/stagnation`", "yes", "yes", "yes: any sampler, or the v1 replay buffer"),
+    ("`alarm/entropy_collapse`, `alarm/kl_drift`, `alarm/no_signal`", "yes", "yes",
+     "no: the entropy, KL and advantages stay in verl's workers; verl logs `actor/entropy` and its KL itself"),
+    ("`sampler/*`", "yes", "yes", "yes: any sampler (legacy trainer)"),
+    ("`avspo/*`", "yes", "yes", "yes: with any sampler, in verl's logged metrics (legacy trainer); v1: not logged, "
+     "read `grposcope.integrations.verl.latest_metrics()`"),
 )
 
 
@@ -44,7 +47,8 @@ def hosts_table() -> str:
             cells = ["yes" if host in registry.hosts(name) else _instead(registry.kind, host, name)
                      for host in COLUMNS]
             if "verl" in registry.hosts(name):
-                cells[2] = f"yes: `algorithm.adv_estimator={verl_name(name)}`"
+                cells[2] = (f"yes: `algorithm.adv_estimator={verl_name(name)}`" if registry is ESTIMATORS else
+                            f"yes: `+algorithm.grposcope.sampler={name}` (legacy trainer)")
             rows.append(f"| {registry.kind} | `{name}` | " + " | ".join(cells) + " |")
     rows += [f"| metrics | {family} | {own} | {trl} | {verl} |" for family, own, trl, verl in METRICS]
     return "\n".join(rows)

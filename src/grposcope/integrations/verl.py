@@ -1,10 +1,11 @@
-"""grposcope's advantage estimators inside verl 0.9.1: `algorithm.adv_estimator=avspo`.
+"""grposcope's advantage estimators and samplers inside verl 0.9.1: `algorithm.adv_estimator=avspo`.
 
 Importing this module registers, in verl's registry (verl/trainer/ppo/core_algos.py, `register_adv_est`), the
 estimators verl lacks, under their own names:
 
     avspo           AVSPO, "Advantage Collapse in Group Relative Policy Optimization" (arXiv 2605.21125)
-    grposcope_pool  Reinforce-Ada's pool baseline (arXiv 2510.04996); verl passes no pool, so the pool is the group
+    grposcope_pool  Reinforce-Ada's pool baseline (arXiv 2510.04996): every reward a grposcope sampler drew for
+                    the prompt this step (below); without a sampler verl passes no pool, so the pool is the group
     grposcope_grpo  GRPO (arXiv 2402.03300) with float64 group statistics: exactly 0 on a group of equal rewards,
                     where verl's `grpo` (float32, epsilon 1e-6) leaves up to |A| = 0.106 on partial-credit rewards
 
@@ -15,38 +16,57 @@ because verl's config does not declare the key). verl calls the estimator inside
 launching script, so the import must happen there: VERL_USE_EXTERNAL_MODULES, a "verl.plugins" entry point, or
 naming GrposcopeCheckpointCallback in the config (docs/integrations.md, "verl").
 
-Each estimator is built once per process and kept (AVSPO carries state from step to step). Its state survives
-verl's checkpoints through `GrposcopeCheckpointCallback` (`trainer.checkpoint_callback_class`, v1 trainer only).
-A verl estimator can return no metrics: each call's (`collapse/*` of the groups it saw, `avspo/*`) are kept in
-`latest_metrics()`, in the TaskRunner; the ACR family reaches verl's logged metrics through the replay buffer of
-grposcope.integrations.verl_metrics. Row grouping, padding rows, uneven groups: grposcope.integrations.verl_groups.
+Samplers (verl's legacy trainer, `trainer.use_v1=False`): `+algorithm.grposcope.sampler=reinforce_ada` (or
+`budgeted`) with the sampler's options in the same section. When the TaskRunner imports
+verl/trainer/ppo/ray_trainer.py, this module wraps three of RayPPOTrainer's methods: `init_workers` then wraps
+the rollout manager it built (grposcope.integrations.verl_sampling), `_save_checkpoint` and `_load_checkpoint`
+carry grposcope's state. verl hands an estimator no pool: the wrapper records each prompt's pool by uid in
+this process (verl_sampling.SamplerStep), and the estimators read it there: fit computes advantages there too.
+
+Each estimator is built once per process and kept (AVSPO carries state from step to step). Its state, the
+sampler's and the collapse monitor's are saved as STATE_FILE in each global_step_<n> folder and loaded on
+resume: in the legacy trainer by the wrapped `_save_checkpoint` / `_load_checkpoint`, in the v1 trainer by
+`GrposcopeCheckpointCallback` (`trainer.checkpoint_callback_class`). A verl estimator can return no metrics:
+each call's (`collapse/*` of the groups it saw, `avspo/*`) are kept in `latest_metrics()`, in the TaskRunner;
+they reach verl's logged metrics through the replay buffer of grposcope.integrations.verl_metrics (v1), or with
+a sampler through the logger hook of grposcope.integrations.verl_sampling (legacy). Row grouping, padding rows,
+uneven groups: grposcope.integrations.verl_groups.
 
 With GRPOSCOPE_SKIP_NO_SIGNAL_STEPS=1 in the workers' environment, the FSDP actor takes no optimizer step when
 every gradient is exactly 0 (grposcope.integrations.verl_skip; opt-in in verl).
 
 Limits: AVSPO takes one state update per call, and verl's v1 trainer calls compute_advantage once per
-`parameter_sync_step` iteration (1 by default), not once per global step. The legacy trainer
-(`trainer.use_v1=False`) calls no checkpoint callback: there AVSPO restarts from its initial state on resume.
+`parameter_sync_step` iteration (1 by default), not once per global step. The samplers need the legacy
+trainer: the v1 trainer has no single generation call to wrap, and the checkpoint callback refuses the key.
 In multi-turn agent loops verl's own grpo keeps only each session's last output (v1/utils.py,
 compute_advantage_for_multi_trajectories); verl hands any other estimator every output, so these group them all.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.abc
+import importlib.util
 import logging
 import os
+import sys
 from importlib import metadata
+from types import ModuleType
 from typing import Any, Callable
 
 import torch
 
 from ..core.advantages import ESTIMATORS, AdvantageEstimator
+from ..sampling import SAMPLERS
 from . import verl_skip
 from .verl_groups import group_rows, run_estimator, verl_name
 
 TESTED_VERL = "0.9.1"
 CONFIG_KEY = "grposcope"  # algorithm.grposcope.<field>
 STATE_FILE = "grposcope_estimators.pt"  # beside verl's data.pt in each global_step_<n> folder
+SAMPLER_KEY = "sampler"  # algorithm.grposcope.sampler: the sampler wrapped around verl's rollout manager
+SAMPLER_STATE = "grposcope_sampler"  # the sampler's (and monitor's) entry in STATE_FILE
+LEGACY_TRAINER = "verl.trainer.ppo.ray_trainer"  # RayPPOTrainer, the trainer of trainer.use_v1=False
 
 
 # verl's name -> grposcope's registry name: the estimators registered with "verl" among their hosts
@@ -85,7 +105,7 @@ def config_fields(name: str) -> list[str]:
     return [o.field for o in ESTIMATORS.options(core)] + list(ESTIMATORS.reads(core))
 
 
-def _section(config: Any) -> dict[str, Any]:
+def grposcope_section(config: Any) -> dict[str, Any]:
     """algorithm.grposcope as a plain dict ({} when absent). config: verl's algorithm DictConfig, a dict, an
     AlgoConfig dataclass (which has no such field) or None."""
     if config is None:
@@ -105,24 +125,34 @@ def _section(config: Any) -> dict[str, Any]:
     return section
 
 
+def sampler_fields(section: dict[str, Any]) -> set[str]:
+    """The keys of algorithm.grposcope that belong to its sampler: `sampler` and the options and run-wide
+    fields the named sampler reads (empty without a sampler; an unknown name fails with the known ones)."""
+    name = section.get(SAMPLER_KEY)
+    if name is None:
+        return set()
+    return {SAMPLER_KEY, *(o.field for o in SAMPLERS.options(name)), *SAMPLERS.reads(name)}
+
+
 def estimator_params(name: str, config: Any) -> tuple[dict[str, Any], float]:
     """The keyword arguments of estimator `name` and the success threshold, from algorithm.grposcope.
 
-    An option the estimator does not read fails with the list of those it does (a typo, or an AVSPO option
-    set while another estimator is chosen, would otherwise be silently ignored)."""
-    section = _section(config)
+    An option neither the estimator nor the configured sampler reads fails with the list of those they do (a
+    typo, or an AVSPO option set while another estimator is chosen, would otherwise be silently ignored)."""
+    section = grposcope_section(config)
     fields = config_fields(name)
-    unknown = sorted(set(section) - set(fields) - set(SHARED_FIELDS))
+    theirs = sampler_fields(section)
+    unknown = sorted(set(section) - set(fields) - set(SHARED_FIELDS) - theirs)
     if unknown:
-        known = ", ".join(sorted(set(fields) | set(SHARED_FIELDS)))
+        known = ", ".join(sorted(set(fields) | set(SHARED_FIELDS) | theirs))
         raise ValueError(f"algorithm.{CONFIG_KEY}.{unknown[0]} is not an option of advantage estimator {name!r}; "
                          f"it reads: {known}")
-    params = {key: _plain(value) for key, value in section.items() if key in fields}
+    params = {key: plain_value(value) for key, value in section.items() if key in fields}
     threshold = section.get("success_threshold", SHARED_FIELDS["success_threshold"])
     return params, float(threshold)
 
 
-def _plain(value: Any) -> Any:
+def plain_value(value: Any) -> Any:
     return tuple(value) if isinstance(value, list) else value  # virtual_reward_range is a pair
 
 
@@ -177,8 +207,17 @@ def make_verl_estimator(name: str) -> Callable[..., tuple[torch.Tensor, torch.Te
         params, threshold = estimator_params(name, config)
         # float64: a score spread over several tokens sums to the same value in any order
         scores = token_level_rewards.sum(dim=-1, dtype=torch.float64)  # (N,)
+        step = None
+        if grposcope_section(config).get(SAMPLER_KEY) is not None:  # the sampler's pools, as_drawn and filler rows
+            from . import verl_sampling  # it imports this module
+
+            step = verl_sampling.recorded_step(index)
+            index = step.relabel(index)
         groups = group_rows(index, scores.shape[0])
-        adv, slot.metrics = run_estimator(slot.get(params), scores, groups, threshold)  # (N,)
+        est = slot.get(params)
+        if step is not None:
+            est = step.feed(est, groups, index)
+        adv, slot.metrics = run_estimator(est, scores, groups, threshold)  # (N,)
         advantages = (adv.unsqueeze(-1) * response_mask).to(token_level_rewards.dtype)  # (N, T)
         return advantages, advantages  # returns = advantages, as verl's grpo
 
@@ -215,20 +254,75 @@ def latest_metrics() -> dict[str, float]:
     return merged
 
 
+# States beside the estimators' in STATE_FILE: the sampler wrapper's (verl_sampling), under SAMPLER_STATE
+_holders: dict[str, Any] = {}  # key -> an object with state_dict() / load_state_dict()
+_waiting: dict[str, Any] = {}  # states read before their holder was attached
+
+
+def attach_state(key: str, holder: Any) -> None:
+    """Saves and loads `holder`'s state with the estimators', under `key`; a state read earlier loads now."""
+    _holders[key] = holder
+    if key in _waiting:
+        holder.load_state_dict(_waiting.pop(key))
+
+
 def state_dict() -> dict[str, Any]:
-    """{verl name: state} of the estimators built (or waiting to be) in this process."""
-    return {name: s for name, slot in _slots().items() if (s := slot.state_dict()) is not None}
+    """{verl name: state} of the estimators built (or waiting to be) in this process, and {key: state} of the
+    attached holders (the sampler's and the collapse monitor's under SAMPLER_STATE)."""
+    states = {name: s for name, slot in _slots().items() if (s := slot.state_dict()) is not None}
+    states.update(_waiting)
+    states.update({key: holder.state_dict() for key, holder in _holders.items()})
+    return states
 
 
 def load_state_dict(states: dict[str, Any]) -> None:
     for name, state in states.items():
-        _slots()[name].load_state_dict(state)
+        if name in NAMES:
+            _slots()[name].load_state_dict(state)
+        elif name in _holders:
+            _holders[name].load_state_dict(state)
+        else:
+            _waiting[name] = state
 
 
 def reset() -> None:
-    """Forgets every estimator and state of this process (tests; a new run in the same process)."""
+    """Forgets every estimator, state and recorded sampler step of this process (tests; a new run in the same
+    process)."""
     for slot in _slots().values():
         slot.reset()
+    _holders.clear()
+    _waiting.clear()
+    sampling = sys.modules.get(f"{__package__}.verl_sampling")
+    if sampling is not None:
+        sampling.reset()
+
+
+def save_state(folder: str) -> None:
+    """Writes STATE_FILE into a checkpoint folder; nothing when no grposcope state exists in this process."""
+    states = state_dict()
+    if states:
+        os.makedirs(folder, exist_ok=True)
+        torch.save(states, os.path.join(folder, STATE_FILE))
+
+
+def load_state(folder: str, quiet: bool = False) -> None:
+    """Reads STATE_FILE from the checkpoint folder verl resumes from; a folder without it is logged (unless
+    `quiet`: a run that uses no grposcope estimator or sampler) and everything starts from its initial state."""
+    path = os.path.join(folder, STATE_FILE)
+    if os.path.exists(path):
+        load_state_dict(torch.load(path, weights_only=True))
+        logger.info("grposcope: state loaded from %s", path)
+    elif not quiet:
+        logger.warning("grposcope: %s has no %s; the estimators and the sampler start from their initial state",
+                       folder, STATE_FILE)
+
+
+def uses_grposcope(config: Any) -> bool:
+    """Whether a run's config chooses a grposcope estimator or sampler.  config: verl's whole config."""
+    algorithm = config.get("algorithm") if hasattr(config, "get") else None
+    if algorithm is None:
+        return False
+    return algorithm.get("adv_estimator") in NAMES or grposcope_section(algorithm).get(SAMPLER_KEY) is not None
 
 
 register()
@@ -241,37 +335,32 @@ if verl_skip.enabled():  # GRPOSCOPE_SKIP_NO_SIGNAL_STEPS=1: no optimizer step w
 
 
 class GrposcopeCheckpointCallback(CheckpointCallback):
-    """Saves the estimators' state beside each verl checkpoint and loads it when verl resumes.
+    """Saves grposcope's state beside each verl checkpoint and loads it when verl resumes (v1 trainer).
 
     verl's v1 trainer builds this in its TaskRunner (so naming it in the config also imports this module where
     the estimators run) and calls `on_save` after each checkpoint. verl has no load hook, so the constructor
     finds the folder verl will resume from, by verl's rules (`trainer.resume_mode`: auto, resume_path, disable),
-    and loads the state from there before the first step. Subclass it to add your own `on_save`.
+    and loads the state from there before the first step. Subclass it to add your own `on_save`. The samplers
+    run in the legacy trainer only, so a config that names one is refused here.
     """
 
     def __init__(self, config: Any = None) -> None:
         super().__init__(config=config)
+        if config is not None and grposcope_section(config.get("algorithm")).get(SAMPLER_KEY) is not None:
+            raise ValueError(f"algorithm.{CONFIG_KEY}.{SAMPLER_KEY} needs verl's legacy trainer "
+                             "(trainer.use_v1=False): the v1 trainer has no single generation call to wrap")
         folder = resume_folder(config.trainer) if config is not None else None
-        if folder is None:
-            return
-        path = os.path.join(folder, STATE_FILE)
-        if os.path.exists(path):
-            load_state_dict(torch.load(path, weights_only=True))
-            logger.info("grposcope: estimator state loaded from %s", path)
-        else:
-            logger.warning("grposcope: %s has no %s; the estimators start from their initial state", folder,
-                           STATE_FILE)
+        if folder is not None:
+            load_state(folder)
 
     def on_save(self, trainer: Any, global_step: int, checkpoint_dir: str, async_save: bool = False,
                 **kwargs: Any) -> None:
-        states = state_dict()
-        if states:
-            os.makedirs(checkpoint_dir, exist_ok=True)
-            torch.save(states, os.path.join(checkpoint_dir, STATE_FILE))
+        save_state(checkpoint_dir)
 
 
 def resume_folder(trainer_config: Any) -> str | None:
-    """The global_step_<n> folder verl's v1 trainer resumes from, or None (v1/trainer_base.py, _load_checkpoint)."""
+    """The global_step_<n> folder verl resumes from, or None (v1/trainer_base.py and ray_trainer.py,
+    _load_checkpoint: a relative folder is taken from the working directory)."""
     from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
 
     mode = trainer_config.get("resume_mode", "auto")
@@ -282,16 +371,114 @@ def resume_folder(trainer_config: Any) -> str | None:
     return None
 
 
+# ---------------------------------------------------------------------------------------------------------
+# verl's legacy trainer (trainer.use_v1=False): the sampler around its rollout manager, the state across its
+# checkpoints. Patched when verl imports the trainer's module, not here: importing it costs seconds in every
+# process that imports verl (the workers too), and this module is imported by `import verl` itself.
+
+
+def patch_legacy_trainer(module: ModuleType) -> None:
+    """Wraps three methods of module.RayPPOTrainer, once: `init_workers` then puts the configured sampler
+    around the rollout manager it built (verl_sampling.install); `_save_checkpoint` then writes STATE_FILE
+    into the step's folder; `_load_checkpoint` then reads it from the folder verl resumed from."""
+    cls = module.RayPPOTrainer
+    if getattr(cls.init_workers, "_grposcope", False):
+        return
+    init_workers, save, load = cls.init_workers, cls._save_checkpoint, cls._load_checkpoint
+
+    @functools.wraps(init_workers)
+    def init_workers_and_sampler(self: Any, *args: Any, **kwargs: Any) -> Any:
+        out = init_workers(self, *args, **kwargs)
+        if grposcope_section(self.config.algorithm).get(SAMPLER_KEY) is not None:
+            from . import verl_sampling  # it imports this module
+
+            verl_sampling.install(self)
+        return out
+
+    @functools.wraps(save)
+    def save_with_state(self: Any, *args: Any, **kwargs: Any) -> Any:
+        out = save(self, *args, **kwargs)
+        save_state(os.path.join(self.config.trainer.default_local_dir, f"global_step_{self.global_steps}"))
+        return out
+
+    @functools.wraps(load)
+    def load_with_state(self: Any, *args: Any, **kwargs: Any) -> Any:
+        out = load(self, *args, **kwargs)
+        folder = resume_folder(self.config.trainer) if self.global_steps > 0 else None  # > 0: it resumed
+        if folder is not None:
+            load_state(folder, quiet=not uses_grposcope(self.config))
+        return out
+
+    for method in (init_workers_and_sampler, save_with_state, load_with_state):
+        method._grposcope = True  # type: ignore[attr-defined]
+    cls.init_workers, cls._save_checkpoint, cls._load_checkpoint = (init_workers_and_sampler, save_with_state,
+                                                                     load_with_state)
+
+
+def when_imported(name: str, patch: Callable[[ModuleType], None]) -> None:
+    """Calls patch(module) on the module `name`: now if it is imported, else right after its code first runs."""
+    module = sys.modules.get(name)
+    if module is not None:
+        patch(module)
+    elif not any(isinstance(f, _AfterImport) and f.name == name for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterImport(name, patch))
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """A finder that lets the others find module `name` and wraps the loader they return (see when_imported)."""
+
+    def __init__(self, name: str, patch: Callable[[ModuleType], None]) -> None:
+        self.name, self.patch = name, patch
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)  # once; and the search below must not find this finder again
+        spec = importlib.util.find_spec(fullname)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _PatchingLoader(spec.loader, self.patch)
+        return spec
+
+
+class _PatchingLoader(importlib.abc.Loader):
+    """The found loader, whose exec_module then applies the patch (a failing patch is logged, not raised: it
+    must not stop verl from importing its own trainer)."""
+
+    def __init__(self, loader: Any, patch: Callable[[ModuleType], None]) -> None:
+        self.loader, self.patch = loader, patch
+
+    def create_module(self, spec: Any) -> Any:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self.loader.exec_module(module)
+        try:
+            self.patch(module)
+        except Exception:  # noqa: BLE001
+            logger.exception("grposcope: could not patch %s; grposcope's samplers and state are off", module.__name__)
+
+    def __getattr__(self, name: str) -> Any:  # get_source, get_filename, ... of the found loader
+        return getattr(self.loader, name)
+
+
+when_imported(LEGACY_TRAINER, patch_legacy_trainer)
+
+
 __all__ = [
     "CONFIG_KEY",
     "GrposcopeCheckpointCallback",
     "NAMES",
+    "SAMPLER_KEY",
     "TESTED_VERL",
+    "attach_state",
     "config_fields",
     "estimator_params",
     "latest_metrics",
+    "load_state",
     "load_state_dict",
+    "patch_legacy_trainer",
     "register",
     "reset",
+    "save_state",
     "state_dict",
 ]

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from ..core.advantages import AdvantageEstimator
-from ..core.diagnostics import collapse_metrics, pad_groups, post_collapse_rate
+from ..core.diagnostics import CollapseMonitor, collapse_metrics, pad_groups, post_collapse_rate
 
 PAD_PREFIX = "pad"
 
@@ -76,6 +76,18 @@ def group_rows(index: Sequence[Any] | np.ndarray, n: int) -> Groups:
 def padded_groups(scores: torch.Tensor, rows: list[np.ndarray]) -> torch.Tensor:
     """Every group as one row of a matrix, padded with its own mean (core's `pad_groups`).  scores (N,) -> (B, G)."""
     return pad_groups([scores[torch.as_tensor(r)] for r in rows])
+
+
+# what the collapse monitor reports but cannot measure where verl hands grposcope only rewards (the rollout
+# manager, the replay buffer): no entropy, KL or advantages reach it; verl logs `actor/entropy` itself
+UNMEASURED = ("alarm/entropy_collapse", "alarm/kl_drift", "alarm/no_signal", "collapse/no_signal_streak",
+              "collapse/no_signal_steps")
+
+
+def monitored(monitor: CollapseMonitor, rewards: torch.Tensor) -> dict[str, float]:
+    """One step of the collapse monitor on rewards alone.  rewards (B, G) the groups as first drawn -> the ACR
+    family with acr_ema, acr_cumulative, acr_100, volatility and the stagnation alarm."""
+    return {k: v for k, v in monitor.update(rewards).items() if k not in UNMEASURED}
 
 
 def step_collapse(index: Sequence[Any] | np.ndarray, scores: torch.Tensor, success_threshold: float

@@ -52,7 +52,7 @@ def p_mixed(a: torch.Tensor, b: torch.Tensor, g: int) -> torch.Tensor:
     return (1.0 - all_ones - all_zeros).clamp(min=0.0)
 
 
-@SAMPLERS.register("budgeted", reads=READS, hosts=("grposcope", "trl"), options=[
+@SAMPLERS.register("budgeted", reads=READS, hosts=("grposcope", "trl", "verl"), options=[
     Option("sample_budget", 'budgeted: completions generated per step (default: prompts per generation x '
            'num_generations, what "fixed" spends).'),
     Option("budget_candidates", "budgeted: prompts considered per step, as a multiple of the batch (the batch and "

@@ -8,7 +8,7 @@ from . import SAMPLERS
 from .base import READS, DrawFn, MorePrompts, Sampler, Selection, accounting, sample_numbers
 
 
-@SAMPLERS.register("fixed", reads=READS, hosts=("grposcope", "trl"))
+@SAMPLERS.register("fixed", reads=READS, hosts=("grposcope", "trl", "verl"))
 class Fixed(Sampler):
     def sample(self, prompts: list[Any], draw: DrawFn, more: MorePrompts, g: int) -> Selection:
         drawn = draw(prompts, g)  # (B, G)

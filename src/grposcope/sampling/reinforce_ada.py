@@ -29,7 +29,7 @@ from .base import READS, DrawFn, MorePrompts, Sampler, Selection, accounting, pi
 EXIT_RULES = ("pos", "balance")
 
 
-@SAMPLERS.register("reinforce_ada", reads=READS, hosts=("grposcope", "trl"), options=[
+@SAMPLERS.register("reinforce_ada", reads=READS, hosts=("grposcope", "trl", "verl"), options=[
     Option("exit_rule", 'reinforce_ada: a prompt stops being sampled once it has at least one correct sample '
            '("pos") or G/2 correct and G/2 wrong ones ("balance").'),
     Option("round_size", "reinforce_ada: samples per prompt per round."),
