@@ -481,6 +481,9 @@ def test_pairings_and_options_that_cannot_work_fail_before_the_first_step():
     with pytest.raises(ValueError, match="exit_rul is not an option of sampler 'reinforce_ada'"):
         verl_sampling.install(stand_in_trainer(config("reinforce_ada", {"exit_rul": "pos"}, "grposcope_pool"),
                                                ScriptedManager()))
+    with pytest.raises(ValueError, match="sampler=dynamic does not run in verl; there use one of fixed, "
+                                         "reinforce_ada, budgeted .DAPO's dynamic sampling is verl's own"):
+        verl_sampling.install(stand_in_trainer(config("dynamic", {}, "grpo"), ScriptedManager()))
     with pytest.warns(UserWarning, match="ignores it"):  # a pool drawn for nothing
         verl_sampling.install(stand_in_trainer(config("reinforce_ada", {}, "grposcope_grpo"), ScriptedManager()))
     # the sampler's options are not the estimator's unknown options
