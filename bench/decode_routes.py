@@ -2,15 +2,15 @@
 weights in another precision buys, on this machine.
 
 A decode step here is the model's forward for `--rows` rows of one new token each, over a KV cache holding a
-121-token prompt and `--position` generated tokens (the bench's shapes: 2 prompts x G 8, mid-completion).
-Routes: the fp32 model as the trainer holds it; a bf16 copy (only where the CPU computes bf16 natively, else
-reported as skipped); int8 dynamic quantization of every Linear (weights int8 per output channel, activations
-quantized per call; `torch.ao.quantization.quantize_dynamic`). The floor of a step is the larger of reading
-every fp32 weight once (at the copy bandwidth measured here, bytes read plus written, as bench/step.py prices
-it) and the step's fp32 arithmetic (at the matmul rate measured here): what generation is judged against. Each route's logits are compared
-with fp32's on the same step (max |difference|, the KL of its next-token distribution to fp32's, and the
-largest probability ratio on the fp32-sampled tokens), which is what truncated importance sampling would
-correct. Nothing else may run meanwhile.
+121-token prompt and `--position` generated tokens (the bench's shapes: 2 prompts x G 8, mid-completion). Routes:
+the fp32 model as the trainer holds it; a bf16 copy (only where the CPU computes bf16 natively, else reported as
+skipped); int8 dynamic quantization of every Linear (weights int8 per output channel, activations quantized per
+call; `torch.ao.quantization.quantize_dynamic`). The floor of a step is the larger of reading every fp32 weight
+once (at the copy bandwidth measured here, bytes read plus written, as bench/step.py prices it) and the step's
+fp32 arithmetic (at the matmul rate measured here): what generation is judged against. Each route's logits are
+compared with fp32's on the same step (max |difference|, the KL of its next-token distribution to fp32's, and the
+largest probability ratio on the fp32-sampled tokens), which is what truncated importance sampling would correct.
+Nothing else may run meanwhile.
 
     .venv/bin/python bench/decode_routes.py --rows 16 --steps 30
 """
