@@ -214,10 +214,9 @@ def make_verl_estimator(name: str) -> Callable[..., tuple[torch.Tensor, torch.Te
             step = verl_sampling.recorded_step(index)
             index = step.relabel(index)
         groups = group_rows(index, scores.shape[0])
-        est = slot.get(params)
-        if step is not None:
-            est = step.feed(est, groups, index)
-        adv, slot.metrics = run_estimator(est, scores, groups, threshold)  # (N,)
+        pool_of = step.pools(groups, index) if step is not None else None
+        adv, slot.metrics = run_estimator(slot.get(params), scores, groups, threshold, pool_of=pool_of,
+                                          as_drawn=step.as_drawn if step is not None else None)  # (N,)
         advantages = (adv.unsqueeze(-1) * response_mask).to(token_level_rewards.dtype)  # (N, T)
         return advantages, advantages  # returns = advantages, as verl's grpo
 

@@ -24,12 +24,12 @@ Notation: N rows, B groups of two or more rows, B_s groups of size s, G the larg
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
 
-from ..core.advantages import AdvantageEstimator
+from ..core.advantages import AdvantageEstimator, PoolStats
 from ..core.diagnostics import CollapseMonitor, collapse_metrics, pad_groups, post_collapse_rate
 
 PAD_PREFIX = "pad"
@@ -108,11 +108,15 @@ def _restart_from(est: AdvantageEstimator, state: dict[str, Any]) -> None:
     est.load_state_dict(state)
 
 
-def run_estimator(est: AdvantageEstimator, scores: torch.Tensor, groups: Groups, success_threshold: float
+def run_estimator(est: AdvantageEstimator, scores: torch.Tensor, groups: Groups, success_threshold: float,
+                  pool_of: Callable[[list[int]], PoolStats] | None = None, as_drawn: torch.Tensor | None = None
                   ) -> tuple[torch.Tensor, dict[str, float]]:
     """Advantages of every row, and the step's metrics.  scores (N,) -> advantages (N,) of scores' dtype.
 
-    One call of `est` per group size (see the module docstring); rows in no group get 0.
+    One call of `est` per group size (see the module docstring); rows in no group get 0. What grposcope's own
+    trainer hands an estimator beside the rewards, when a sampler drew the batch (verl_sampling): `pool_of(gids)`
+    the pools of those groups (Reinforce-Ada's baseline), `as_drawn` (B0, G) the groups as first drawn (AVSPO's
+    collapse signal). Without them each group is its own pool and the groups here are the groups as drawn.
     """
     adv = torch.zeros_like(scores)  # (N,)
     metrics: dict[str, float] = {"grposcope/padding_rows": float(groups.padding),
@@ -121,14 +125,16 @@ def run_estimator(est: AdvantageEstimator, scores: torch.Tensor, groups: Groups,
         return adv, metrics
     by_size = groups.sizes()
     drawn = padded_groups(scores, groups.rows)  # (B, G)
-    as_drawn = drawn if len(by_size) > 1 else None  # even groups: the estimator reads its own input
+    if as_drawn is None:
+        as_drawn = drawn if len(by_size) > 1 else None  # even groups: the estimator reads its own input
     start = est.state_dict()
     weighted: dict[str, float] = {}
     for call, (size, gids) in enumerate(by_size.items()):
         if call:
             _restart_from(est, start)
         idx = torch.as_tensor(np.stack([groups.rows[g] for g in gids]))  # (B_s, s) row ids
-        out = est(scores[idx], as_drawn=as_drawn)  # rewards (B_s, s) -> advantages (B_s, s)
+        pool = pool_of(gids) if pool_of is not None else None
+        out = est(scores[idx], pool=pool, as_drawn=as_drawn)  # rewards (B_s, s) -> advantages (B_s, s)
         adv[idx] = out.advantages.to(scores.dtype)
         for key, value in out.metrics.items():  # identical across sizes for the signal and tau
             weighted[key] = weighted.get(key, 0.0) + value * len(gids) / len(groups.rows)

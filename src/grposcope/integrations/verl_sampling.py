@@ -55,12 +55,12 @@ import hashlib
 import logging
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
 
-from ..core.advantages import AdvantageEstimator, AdvantageOutput, PoolStats, pool_stats
+from ..core.advantages import PoolStats, pool_stats
 from ..core.diagnostics import CollapseMonitor, alarm_window
 from ..sampling import SAMPLERS, Sampler, ScoredDraw, Selection, pool_pairing
 from . import verl as plugin  # first: it checks verl's version (and registers the estimators)
@@ -88,50 +88,28 @@ class SamplerStep:
     estimator the rewards, the response mask, the uids and the config only (ray_trainer.compute_advantage),
     in the TaskRunner, where the wrapper runs: a table in this process is the shortest way across."""
 
-    pools: dict[str, tuple[float, float, float]]  # uid -> its pool's mean, sum of squared deviations, count
+    pools_by_uid: dict[str, tuple[float, float, float]]  # uid -> its pool's mean, sum of squared deviations, count
     fillers: set[str]  # uids whose rows are filler
     as_drawn: torch.Tensor  # (B0, G) the groups as first drawn, before the sampler kept or dropped any
 
     def covers(self, index: Sequence[Any]) -> bool:
-        return all(str(u) in self.pools or str(u) in self.fillers or str(u).startswith(PAD_PREFIX) for u in index)
+        known = self.pools_by_uid.keys() | self.fillers
+        return all(str(u) in known or str(u).startswith(PAD_PREFIX) for u in index)
 
     def relabel(self, index: Sequence[Any]) -> np.ndarray:
         """The uids, each filler's marked as padding (verl_groups: advantage 0 and in no group, so in neither
         the ACR nor AVSPO's signal).  index (N,) -> (N,)"""
         return np.array([f"{PAD_PREFIX}-filler-{u}" if str(u) in self.fillers else u for u in index], dtype=object)
 
-    def feed(self, est: AdvantageEstimator, groups: Groups, index: Sequence[Any]) -> AdvantageEstimator:
-        """`est` given the pools of the groups of each of run_estimator's calls (one per group size, sizes
-        ascending, as Groups.sizes lists them) and the groups as first drawn."""
-        calls = []
-        for gids in groups.sizes().values():
-            stats = torch.tensor([self.pools[str(index[groups.rows[g][0]])] for g in gids],
+    def pools(self, groups: Groups, index: Sequence[Any]) -> Callable[[list[int]], PoolStats]:
+        """The pools of the groups `gids` (run_estimator asks once per group size), read by uid."""
+
+        def pool_of(gids: list[int]) -> PoolStats:
+            stats = torch.tensor([self.pools_by_uid[str(index[groups.rows[g][0]])] for g in gids],
                                  dtype=torch.float64)  # (B_s, 3)
-            calls.append(PoolStats(stats[:, 0], stats[:, 1], stats[:, 2]))
-        return WithSamplerStep(est, calls, self.as_drawn)
+            return PoolStats(stats[:, 0], stats[:, 1], stats[:, 2])
 
-
-class WithSamplerStep(AdvantageEstimator):
-    """An estimator given, at each call, what grposcope's own trainer gives it beside the rewards: the pool of
-    each group (`pool`) and the groups as first drawn (`as_drawn`)."""
-
-    def __init__(self, est: AdvantageEstimator, pools: list[PoolStats], as_drawn: torch.Tensor) -> None:
-        self.est, self.as_drawn = est, as_drawn
-        self.pools: Iterator[PoolStats] = iter(pools)
-
-    def __call__(self, rewards: torch.Tensor, pool: Any = None, as_drawn: torch.Tensor | None = None
-                 ) -> AdvantageOutput:
-        pool = next(self.pools)
-        if len(pool) != rewards.shape[0]:
-            raise RuntimeError(f"{len(pool)} pools for {rewards.shape[0]} groups: run_estimator no longer calls "
-                               "once per group size in Groups.sizes() order")
-        return self.est(rewards, pool=pool, as_drawn=self.as_drawn)
-
-    def state_dict(self) -> dict[str, Any]:
-        return self.est.state_dict()
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.est.load_state_dict(state)
+        return pool_of
 
 
 _step: SamplerStep | None = None
