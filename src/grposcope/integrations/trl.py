@@ -151,7 +151,7 @@ class GRPOTrainer(trl.GRPOTrainer):
             return self._evaluate_batch(inputs)
         g, rounds = self.num_generations, []
         groups = len(inputs) * self.accelerator.num_processes // g
-        batch = self._batch_prompts(inputs, groups)
+        batch = self._batch_prompts(inputs)
         generate = super()._generate_and_score_completions
 
         def draw(prompts: list[Any], n: int) -> ScoredDraw:
@@ -179,12 +179,9 @@ class GRPOTrainer(trl.GRPOTrainer):
         self._log_advantages(kept_rows, advantages, sum(r.rows for r in rounds))
         return output
 
-    def _batch_prompts(self, inputs: list[dict[str, Any]], groups: int) -> list[Any]:
-        """The generation batch's prompts, one per group, the same on every process. `fixed` and `dynamic`
-        draw the batch as TRL handed it over, so its group numbers do; the other samplers re-draw or rank its
-        prompts, so they get every process's examples (a group may straddle two processes)."""
-        if self.args.sampler in ("fixed", "dynamic"):
-            return list(range(groups))
+    def _batch_prompts(self, inputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The generation batch's prompts, one per group, the same on every process: every process's examples
+        (a group may straddle two processes), so that any sampler can re-draw or rank them."""
         everyone = gather_object(list(inputs)) if self.accelerator.num_processes > 1 else list(inputs)
         return everyone[:: self.num_generations]
 
