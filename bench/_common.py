@@ -102,3 +102,11 @@ def peak_rss_mib() -> float:
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def boxed_chat_prompts(tokenizer) -> list[str]:
+    """The decode benches' two prompts (x G 8 = 16 rows): a bare sum asking for a boxed answer, in the
+    model's chat template, ready for generation."""
+    questions = [f"What is {a} + {b}? Put your final answer within \\boxed{{}}." for a, b in ((17, 25), (31, 48))]
+    return [tokenizer.apply_chat_template([{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True)
+            for q in questions]

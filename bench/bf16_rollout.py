@@ -20,6 +20,7 @@ import time
 import warnings
 
 import torch
+from _common import boxed_chat_prompts
 
 
 def main() -> None:
@@ -41,9 +42,7 @@ def main() -> None:
     model, tok = load_model("embedded:smollm2-135m-instruct")
     model.eval()
     bf16 = copy.deepcopy(model).to(torch.bfloat16).eval()
-    questions = [f"What is {a} + {b}? Put your final answer within \\boxed{{}}." for a, b in ((17, 25), (31, 48))]
-    prompts = [tok.apply_chat_template([{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True)
-               for q in questions]
+    prompts = boxed_chat_prompts(tok)
     forced = SamplingParams(64, 1.0, 1.0, 0, extra=(("min_new_tokens", 64),))
     natural = SamplingParams(64, 1.0, 1.0, 0)
 

@@ -21,6 +21,7 @@ import time
 import warnings
 
 import torch
+from _common import boxed_chat_prompts
 
 
 def main() -> None:
@@ -40,9 +41,7 @@ def main() -> None:
     model, tok = load_model("embedded:smollm2-135m-instruct")
     model.eval()
     tok.padding_side = "left"
-    questions = [f"What is {a} + {b}? Put your final answer within \\boxed{{}}." for a, b in ((17, 25), (31, 48))]
-    prompts = [tok.apply_chat_template([{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True)
-               for q in questions]
+    prompts = boxed_chat_prompts(tok)
     enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
     ids, mask = enc["input_ids"].repeat_interleave(8, 0), enc["attention_mask"].repeat_interleave(8, 0)
     sampling = dict(do_sample=True, temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=args.tokens,

@@ -16,6 +16,7 @@ import warnings
 from collections import defaultdict
 
 import torch
+from _common import boxed_chat_prompts
 
 
 def timed(table: dict, name: str, fn):
@@ -44,9 +45,7 @@ def main() -> None:
     model, tok = load_model("embedded:smollm2-135m-instruct")
     model.eval()
     backend = TransformersRollout(model, tok)
-    questions = [f"What is {a} + {b}? Put your final answer within \\boxed{{}}." for a, b in ((17, 25), (31, 48))]
-    prompts = [tok.apply_chat_template([{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True)
-               for q in questions]
+    prompts = boxed_chat_prompts(tok)
     params = SamplingParams(args.tokens, 1.0, 1.0, 0, extra=(("min_new_tokens", args.tokens),))
     table: dict = defaultdict(float)
     model.forward = timed(table, "forward", model.forward)
