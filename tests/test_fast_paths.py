@@ -91,10 +91,16 @@ def test_distinct_prompts_take_the_plain_path(tiny_llama):
     assert torch.equal(completion_logits(tiny_llama, batch, 1.0), _full_row_logits(tiny_llama, batch))
 
 
-@pytest.mark.parametrize("greedy", [True, False])
-def test_generation_on_a_shared_prompt_cache_matches_plain_generate(tiny_llama, tiny_tokenizer, greedy):
+# The own decode loop (rollout/decode.py) draws other tokens than generate() under a seed (inverse-CDF sampling):
+# sampled tokens are compared with generate's through the generate route (own_loop=False), greedy ones both ways.
+ROUTES = [dict(greedy=True, own_loop=True), dict(greedy=True, own_loop=False), dict(greedy=False, own_loop=False)]
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_generation_on_a_shared_prompt_cache_matches_plain_generate(tiny_llama, tiny_tokenizer, route):
     tiny_llama.eval()
-    backend = ROLLOUTS.make("transformers", model=tiny_llama, tokenizer=tiny_tokenizer)
+    greedy = route["greedy"]
+    backend = ROLLOUTS.make("transformers", model=tiny_llama, tokenizer=tiny_tokenizer, own_loop=route["own_loop"])
     prompts = ["What is 2 + 3 ?", "What is the answer to 2 + 3 ?"]  # left padding at work
     params = SamplingParams(max_completion_length=8, greedy=greedy, top_k=0)
     torch.manual_seed(3)
@@ -113,12 +119,15 @@ def test_generation_on_a_shared_prompt_cache_matches_plain_generate(tiny_llama, 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 @pytest.mark.parametrize("sampling", [
-    dict(greedy=False, top_k=0), dict(greedy=False, temperature=0.7, top_k=20, top_p=0.9), dict(greedy=True)])
+    dict(greedy=False, top_k=0), dict(greedy=False, temperature=0.7, top_k=20, top_p=0.9), dict(greedy=True),
+    dict(greedy=True, own_loop=True)])
 def test_rows_that_finish_at_different_steps_keep_generates_tokens(tiny_llama, tiny_tokenizer, seed, sampling):
     # a tenth of the vocabulary ends a completion, so rows finish at many different steps (the shared-prompt
     # cache then holds rows that are done); every token must still be the one plain generate samples
     tiny_llama.eval()
-    backend = ROLLOUTS.make("transformers", model=tiny_llama, tokenizer=tiny_tokenizer)
+    sampling = dict(sampling)
+    own_loop = sampling.pop("own_loop", False)
+    backend = ROLLOUTS.make("transformers", model=tiny_llama, tokenizer=tiny_tokenizer, own_loop=own_loop)
     backend.eos_ids = [1, *range(40, 46)]  # <eos> and six more ids
     prompts = ["What is 2 + 3 ?", "What is the answer to 2 + 3 ?", "2 * 4 =", "What is 9 - 1 ?"]
     params = SamplingParams(max_completion_length=24, **sampling)

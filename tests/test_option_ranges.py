@@ -70,6 +70,13 @@ CASES: dict[str, tuple[dict, str]] = {
     "use_vllm": ({"use_vllm": True}, r"use_vllm=True: grposcope's own trainer"),
     "generation_kwargs": ({"generation_kwargs": {"suppress_tokens": [-1]}}, r"generation_kwargs: suppress_tokens"),
     "mask_truncated_completions": ({"mask_truncated_completions": "yes"}, r"option mask_truncated_completions"),
+    "rollout_dtype": ({"rollout_dtype": "float16"}, r"unknown rollout_dtype 'float16'; known: float32, bfloat16"),
+    "rollout_importance_sampling_correction": ({"rollout_importance_sampling_correction": "no"},
+                                               r"option rollout_importance_sampling_correction"),
+    "rollout_importance_sampling_mode": ({"rollout_importance_sampling_mode": "truncate"},
+                                         r"unknown rollout_importance_sampling_mode 'truncate'"),
+    "rollout_importance_sampling_clip_max": ({"rollout_importance_sampling_clip_max": 0.5},
+                                             r"rollout_importance_sampling_clip_max must be >= 1"),
     "overlong_buffer_len": ({"overlong_buffer_len": 300}, r"overlong_buffer_len must be in \[0, max_completion"),
     "overlong_penalty_factor": ({"overlong_penalty_factor": -1.0}, r"overlong_penalty_factor must be >= 0"),
     # optimisation

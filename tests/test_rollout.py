@@ -25,10 +25,11 @@ def test_generate_groups_padding_and_truncation(tiny_llama, tiny_tokenizer):
     assert out.completion_ids.shape[0] == 6 and out.prompt_ids.shape[0] == 6 and len(out.texts) == 6
     assert out.completion_ids.shape[1] <= 6
     assert out.prompt_mask[3:, 0].eq(1).all() and out.prompt_mask[:3, 0].eq(0).all()  # shorter prompt padded left
-    eos = tiny_tokenizer.eos_token_id
+    eos = set(backend.eos_ids)  # the tokenizer's <eos> (1) and the model config's (2)
+    assert eos == {1, 2}
     for row, mask, truncated in zip(out.completion_ids, out.completion_mask, out.truncated):
         n = int(mask.sum())
-        assert bool(truncated) == (eos not in row[:n].tolist())
+        assert bool(truncated) == (not eos & set(row[:n].tolist()))
         assert mask[:n].all() and not mask[n:].any()
 
 

@@ -53,3 +53,21 @@ def _cgroup_limit() -> int | None:
 
 def gib(size: float) -> str:
     return f"{size / GIB:.1f} GiB"
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags as Linux lists them in /proc/cpuinfo (empty where it cannot be read)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features")):  # x86 / ARM
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def native_bf16_cpu() -> bool:
+    """Whether this CPU multiplies bf16 in hardware (AVX-512 BF16 or AMX on x86, the BF16 extension on ARM).
+    Machines of one kind differ here, so it is read at run time. oneDNN also runs bf16 on plain AVX-512 by
+    converting, which is slower than float32: that does not count."""
+    return bool(cpu_flags() & {"avx512_bf16", "amx_bf16", "bf16"})

@@ -23,6 +23,7 @@ LOGPROB_CHUNK_ROWS = 64
 
 AGGREGATIONS = ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm")
 KL_ESTIMATORS = ("k1", "k2", "k3")
+ROLLOUT_CORRECTIONS = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 
 
 def selective_log_probs(
@@ -127,8 +128,12 @@ def aggregate(
     num_tokens: float | torch.Tensor | None = None,
     num_sequences: int | None = None,
     max_completion_length: int | None = None,
+    weights: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Reduces a per-token loss (N, T) to a scalar.
+
+    `weights` (N, T) or (N, 1), without gradient, multiply each token's loss first (the rollout correction's
+    importance weights, `rollout_importance_weights`); the counts that normalise stay the tokens'.
 
     token_mean:              sum over all real tokens / num_tokens (the optimizer batch's token count).
     seq_mean_token_mean:     sum over sequences of (the sequence's token mean) / num_sequences.
@@ -137,6 +142,8 @@ def aggregate(
     Counts default to this micro-batch's own (right without gradient accumulation).
     """
     real = mask.bool()
+    if weights is not None:
+        per_token = per_token * weights
     per_token = torch.where(real, per_token, torch.zeros_like(per_token))  # padding contributes exactly 0
     if aggregation == "token_mean":
         count = real.sum() if num_tokens is None else num_tokens
@@ -164,6 +171,7 @@ def policy_loss(
     num_tokens: float | torch.Tensor | None = None,
     num_sequences: int | None = None,
     max_completion_length: int | None = None,
+    weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Clipped surrogate loss with clip-higher.  logp, old_logp, mask (N, T); advantages (N,) or (B, G).
 
@@ -189,7 +197,7 @@ def policy_loss(
         dual_active = (adv < 0) & (per_token > dual)  # (N, T)
         per_token = torch.where(adv < 0, torch.minimum(per_token, dual), per_token)
         metrics["clip/dual_frac"] = masked_mean(dual_active.float(), mask).item()
-    loss = aggregate(per_token, mask, aggregation, num_tokens, num_sequences, max_completion_length)
+    loss = aggregate(per_token, mask, aggregation, num_tokens, num_sequences, max_completion_length, weights)
     with torch.no_grad():
         low = (ratio < 1.0 - eps_low) & (adv < 0)  # (N, T)
         high = (ratio > 1.0 + eps_high) & (adv > 0)  # (N, T)
@@ -235,6 +243,57 @@ class ClippedSurrogate:
                  **aggregation) -> tuple[torch.Tensor, dict[str, float]]:
         return policy_loss(logp, old_logp, advantages, mask, self.eps_low, self.eps_high, dual_clip=self.dual_clip,
                            **aggregation)
+
+
+def rollout_importance_weights(
+    logp: torch.Tensor,
+    sampling_logp: torch.Tensor,
+    mask: torch.Tensor,
+    mode: str = "token_truncate",
+    clip_max: float | None = 2.0,
+    clip_min: float | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Importance weights for tokens drawn by another policy than the one the loss scores.  logp (the trainer's
+    log-probs of the policy that sampled, pi_old), sampling_logp (the rollout's own), mask (N, T) ->
+    weights (N, T) for token modes or (N, 1) for sequence modes, without gradient, and metrics.
+
+    The rollout may run a lower-precision copy of the weights (a bf16 copy here, vLLM in TRL and verl): its
+    distribution mu differs a little from the trainer's pi_old, and the loss's expectation is over mu.
+    w = pi_old / mu per token ("token_*"), or the product over a completion's tokens ("sequence_*");
+    "*_truncate" clips w to [clip_min, clip_max] (truncated importance sampling), "*_mask" sets weights
+    outside that range to 0. Truncation: IMPALA's V-trace (arXiv 1802.01561); for rollout engines, Yao et al.,
+    "Your Efficient RL Framework Secretly Brings You Off-Policy RL Training" (2025, blog), whose cap of 2 is
+    verl's default; TRL's vllm_importance_sampling_mode names the same four modes.
+    Metrics (TRL's names): `sampling/sampling_logp_difference/mean|max` (|log pi_old - log mu| per token),
+    `sampling/importance_sampling_ratio/min|mean|max` (after truncation or masking), `sampling/rollout_kl`
+    (the k3 estimate of KL(mu || pi_old) per token) and `sampling/importance_sampling_clipped_frac`.
+    """
+    if mode not in ROLLOUT_CORRECTIONS:
+        raise ValueError(f"unknown rollout correction {mode!r}; known: {', '.join(ROLLOUT_CORRECTIONS)}")
+    real = mask.bool()
+    with torch.no_grad():
+        diff = torch.where(real, logp - sampling_logp, torch.zeros_like(logp))  # (N, T) log pi_old - log mu
+        sequence = mode.startswith("sequence")
+        raw = torch.exp(diff.sum(dim=1, keepdim=True) if sequence else diff)  # (N, 1) or (N, T)
+        low = 0.0 if clip_min is None else clip_min
+        high = float("inf") if clip_max is None else clip_max
+        outside = (raw < low) | (raw > high)
+        weights = raw.clamp(min=clip_min, max=clip_max) if mode.endswith("truncate") else raw.masked_fill(outside, 0.0)
+        counted = real.any(dim=1, keepdim=True) if sequence else real  # (N, 1) or (N, T)
+        shown, out = weights[counted], outside[counted]
+        token_ratio = torch.exp(diff[real])
+        metrics = {}
+        if real.any():
+            metrics = {
+                "sampling/sampling_logp_difference/mean": diff[real].abs().mean().item(),
+                "sampling/sampling_logp_difference/max": diff[real].abs().max().item(),
+                "sampling/importance_sampling_ratio/min": shown.min().item(),
+                "sampling/importance_sampling_ratio/mean": shown.mean().item(),
+                "sampling/importance_sampling_ratio/max": shown.max().item(),
+                "sampling/importance_sampling_clipped_frac": out.float().mean().item(),
+                "sampling/rollout_kl": (token_ratio - 1 - diff[real]).mean().item(),
+            }
+    return weights, metrics
 
 
 def kl_penalty(

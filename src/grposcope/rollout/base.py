@@ -28,6 +28,9 @@ class Rollout:
     completion_mask: torch.Tensor  # (N, T) 1 on generated tokens up to and including the first EOS
     truncated: torch.Tensor  # (N,) bool: reached max_completion_length without EOS
     texts: list[str]  # (N,) decoded completions, special tokens dropped
+    # (N, T) log-probability of each token under the distribution that drew it (temperature-scaled, as the
+    # loss's), when the backend records it (rollout.decode); 0 on padding
+    sampling_logp: torch.Tensor | None = None
 
     @property
     def lengths(self) -> torch.Tensor:
@@ -36,7 +39,8 @@ class Rollout:
     def select(self, index: torch.Tensor) -> "Rollout":
         """The rows `index` (N',), in that order."""
         return Rollout(self.prompt_ids[index], self.prompt_mask[index], self.completion_ids[index],
-                       self.completion_mask[index], self.truncated[index], [self.texts[i] for i in index.tolist()])
+                       self.completion_mask[index], self.truncated[index], [self.texts[i] for i in index.tolist()],
+                       None if self.sampling_logp is None else self.sampling_logp[index])
 
 
 class RolloutBackend:
@@ -78,4 +82,11 @@ def concat(parts: list[Rollout], pad_id: int) -> Rollout:
         torch.cat([_pad_to(r.completion_mask, t, 0, left=False) for r in parts]),
         torch.cat([r.truncated for r in parts]),
         [text for r in parts for text in r.texts],
+        _concat_logp(parts, t),
     )
+
+
+def _concat_logp(parts: list[Rollout], width: int) -> torch.Tensor | None:
+    if any(r.sampling_logp is None for r in parts):
+        return None
+    return torch.cat([torch.nn.functional.pad(r.sampling_logp, (0, width - r.sampling_logp.shape[1])) for r in parts])

@@ -8,6 +8,7 @@ import torch
 
 from . import ROLLOUTS
 from .base import Rollout, RolloutBackend, SamplingParams, completion_mask, concat
+from .decode import decode
 from .kv_cache import reserve, reserved_cache
 from .model_defaults import ModelDefaults
 from .options import check_generation_kwargs
@@ -19,10 +20,14 @@ class TransformersRollout(RolloutBackend):
 
     `max_prompt_length` cuts long prompts from the left (their end, where the question and the generation
     prompt are, is kept). `batch_size` bounds how many sequences go through `generate` at once.
+    Without `generation_kwargs` the tokens come from grposcope's own decode loop (`rollout.decode`:
+    inverse-CDF sampling, the same distribution as `generate`'s, and each token's sampling log-probability);
+    `own_loop=False` uses `generate` always (its tokens under a seed are `generate`'s).
     """
 
-    def __init__(self, model, tokenizer, max_prompt_length: int | None = None, batch_size: int | None = None):
-        self.model, self.tokenizer = model, tokenizer
+    def __init__(self, model, tokenizer, max_prompt_length: int | None = None, batch_size: int | None = None,
+                 own_loop: bool = True):
+        self.model, self.tokenizer, self.own_loop = model, tokenizer, own_loop
         self.max_prompt_length, self.batch_size = max_prompt_length, batch_size
         self.prompts_cut = 0  # prompts longer than max_prompt_length so far (`prompt/truncated_frac`)
         self.eos_ids = _eos_ids(model, tokenizer)
@@ -62,15 +67,23 @@ class TransformersRollout(RolloutBackend):
         sampling.update(params.extra)  # generation_kwargs win over top_p / top_k, as in TRL (and its docs say)
         sampling.update(max_new_tokens=params.max_completion_length, pad_token_id=tok.pad_token_id,
                         eos_token_id=self.eos_ids, use_cache=True)
-        out = self.model.generate(
-            input_ids=ids, attention_mask=mask, past_key_values=cache,
-            **self.model_defaults.overrides(sampling), **sampling,
-        )  # (B*G, P + T'), T' <= max_completion_length
-        completion_ids = out[:, ids.shape[1] :]  # (B*G, T')
+        # the model's own generation_config is set aside either way (its notes come from here); the own loop
+        # applies none of it, as generate() does with the neutral values
+        overrides = self.model_defaults.overrides(sampling)
+        logp = None
+        if self.own_loop and not params.extra:
+            completion_ids, logp = decode(self.model, ids, mask, cache, params, self.eos_ids, tok.pad_token_id)
+        else:
+            out = self.model.generate(
+                input_ids=ids, attention_mask=mask, past_key_values=cache, **overrides, **sampling,
+            )  # (B*G, P + T'), T' <= max_completion_length
+            completion_ids = out[:, ids.shape[1] :]  # (B*G, T')
         cmask, truncated = completion_mask(completion_ids, self.eos_ids)
         completion_ids = torch.where(cmask.bool(), completion_ids, tok.pad_token_id)
         texts = tok.batch_decode(completion_ids, skip_special_tokens=True)
-        return Rollout(ids.cpu(), mask.cpu(), completion_ids.cpu(), cmask.cpu(), truncated.cpu(), texts)
+        if logp is not None:
+            logp = (logp * cmask).float().cpu()
+        return Rollout(ids.cpu(), mask.cpu(), completion_ids.cpu(), cmask.cpu(), truncated.cpu(), texts, logp)
 
     def _prefill(self, ids: torch.Tensor, mask: torch.Tensor, g: int, capacity: int):
         """The KV cache of every prompt but its last token, computed once per prompt and copied G times.

@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.losses import KL_ESTIMATORS
+from ..core.losses import KL_ESTIMATORS, ROLLOUT_CORRECTIONS
 from ..eval_settings import MAX_PROMPT_LENGTH
 from ..models.loading import DEFAULT_MODEL
 from ..rewards.scorer import ERROR_MODES
@@ -25,6 +25,7 @@ from .config_checks import (  # noqa: F401 (type_name: for cli/options.py)
     type_name,
 )
 from .options import FAMILIES, checked_entries, with_component_options
+from .rollout_copy import ROLLOUT_DTYPES
 
 # TRL's loss_type names -> the aggregation of grposcope.core.losses (see docs/algorithms.md).
 LOSS_TYPES = {
@@ -163,6 +164,24 @@ class GRPOConfig:
     Plain sampling options only (rollout/options.py lists them): top_k and top_p here override the options
     above; what grposcope sets itself (temperature, max_new_tokens) and anything that loads code or objects
     (custom_generate, trust_remote_code, assistant_model, ...) is refused."""
+    rollout_dtype: str = "float32"
+    """The weights generation runs with: "float32", the trained weights themselves; "bfloat16", a bf16 copy
+    refreshed before each generation (half the bytes a decode step reads: -35% a decode step on a CPU with
+    AVX-512 BF16, docs/performance.md); "auto", bfloat16 where the hardware computes it natively (a CPU with
+    AVX-512 BF16 or AMX, a GPU with bf16) and float32 elsewhere. Log-probs, gradients and the optimizer stay
+    float32, and evaluation runs the float32 weights. The copy's tokens are weighted in the loss by the
+    rollout correction below. Costs the copy's memory (half the model's)."""
+    rollout_importance_sampling_correction: bool = True
+    """With a rollout copy (rollout_dtype not float32): weight each token's loss by pi / mu, the trained
+    policy's probability of the token over the copy's that drew it, truncated or masked as
+    rollout_importance_sampling_mode says (truncated importance sampling: Yao et al., "Your Efficient RL
+    Framework Secretly Brings You Off-Policy RL Training", 2025; TRL's vllm_importance_sampling_correction).
+    The mismatch is logged either way (`sampling/*`)."""
+    rollout_importance_sampling_mode: str = "token_truncate"
+    """"token_truncate" (each token's ratio capped at the clip), "token_mask" (tokens outside it get weight 0),
+    "sequence_truncate" / "sequence_mask" (a completion's product of ratios, for all its tokens): TRL's four."""
+    rollout_importance_sampling_clip_max: float = 2.0
+    """The cap C of the importance weight (2: the cap of Yao et al. and verl's default; TRL's is 3)."""
     mask_truncated_completions: bool = False
     """Exclude completions without EOS from the loss (DAPO, arXiv 2503.14476)."""
     overlong_buffer_len: int = 0
@@ -255,6 +274,9 @@ class GRPOConfig:
         check_choice("reward_errors", self.reward_errors, ERROR_MODES)
         check_choice("lr_scheduler_type", self.lr_scheduler_type, LR_SCHEDULERS)
         check_choice("kl_estimator", self.kl_estimator, KL_ESTIMATORS)
+        check_choice("rollout_dtype", self.rollout_dtype, ROLLOUT_DTYPES)
+        check_choice("rollout_importance_sampling_mode", self.rollout_importance_sampling_mode,
+                     ROLLOUT_CORRECTIONS)
         self.advantage_estimator = estimator_with_avspo(self.advantage_estimator, self.use_avspo)
         self._check_registered()
         if isinstance(self.report_to, str):

@@ -96,6 +96,8 @@ RANGES: dict[str, Range] = {
     "temperature": at_least(0, "sampling; greedy decoding cannot explore; 1.0 is the usual", strict=True),
     "top_p": within(0, 1, "(]", "the nucleus sampling mass; 1.0 keeps the whole distribution"),
     "top_k": at_least(0, "top-k sampling; 0: off"),
+    "rollout_importance_sampling_clip_max": at_least(1, "the largest importance weight a token keeps, e.g. 2.0; "
+                                                     "below 1 every token would be weighted down"),
     "overlong_penalty_factor": at_least(0, "the soft overlong penalty's largest penalty, e.g. 1.0; a negative "
                                         "one would reward overlong replies"),
     # optimisation

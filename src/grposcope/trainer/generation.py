@@ -89,7 +89,11 @@ class UpdateFigures:
         if micro.kl is not None:
             self.kl = (self.kl or 0.0) + share * micro.kl
         for name, value in micro.loss_figures.items():
-            self.loss_figures[name] = self.loss_figures.get(name, 0.0) + share * value
+            if name.endswith(("/min", "/max")):  # extremes over the micro-batches, not a mean
+                pick = min if name.endswith("/min") else max
+                self.loss_figures[name] = pick(self.loss_figures.get(name, value), value)
+            else:
+                self.loss_figures[name] = self.loss_figures.get(name, 0.0) + share * value
 
     def metrics(self) -> dict[str, float]:
         named = {"loss/kl": self.kl_loss, "entropy/mean": self.entropy, "kl/mean": self.kl}

@@ -7,7 +7,8 @@ group, P prompt and T completion tokens, V the vocabulary, h the hidden size, m 
 width of one token's keys (or values) in one layer. At float32 (4 bytes a value):
 
     weights and optimizer   params x 4, + trainable x 3 x 4 (gradient, AdamW's two moments), + params x 4 for
-                            a frozen reference copy (beta > 0 without LoRA)
+                            a frozen reference copy (beta > 0 without LoRA), + params x 2 for a bf16
+                            rollout copy (rollout_dtype)
     generation              R x (P + T) x 2 L c x 4  (the KV cache, reserved whole: rollout/kv_cache.py)
                             + 2 x R x V x 4          (the next-token logits, and the probabilities drawn from)
     update                  2 x n x T x V x 4        (the logits (n, T, V), and their gradient)
@@ -67,13 +68,15 @@ class StepMemory:
 
 
 def step_memory_bytes(shape: ModelShape, *, generated: int, trained: int, group: int, prompt_tokens: int,
-                      completion_tokens: int, reference_copy: bool = False) -> StepMemory:
+                      completion_tokens: int, reference_copy: bool = False, rollout_copy_bytes: int = 0
+                      ) -> StepMemory:
     """The least a step takes (the module docstring has the terms): `generated` rows at once (R), `trained`
     rows a forward/backward pass (n), groups of `group` (G), `prompt_tokens` (P) and `completion_tokens` (T)."""
     b, p, t = shape.value_bytes, prompt_tokens, completion_tokens
     kv_token = 2 * shape.layers * shape.kv_width * b  # keys and values of one token, every layer
     weights = (0 if shape.loaded else shape.params * b) + shape.trainable * 3 * b
     weights += shape.params * b if reference_copy else 0
+    weights += shape.params * rollout_copy_bytes  # the rollout copy (rollout_dtype), `rollout_copy_bytes` a value
     generation = generated * (p + t) * kv_token + 2 * generated * shape.vocab * 4
     tokens = trained * t + math.ceil(trained / group) * p  # a group's prompt runs once (trainer/policy.py)
     activations = tokens * shape.layers * (8 * shape.hidden + 4 * shape.intermediate) * b
@@ -95,7 +98,8 @@ def check_memory(args: Any, geometry: Any, model: Any, examples: list[dict],
     p, t = prompt_tokens(examples, args.max_prompt_length), args.max_completion_length
     need = step_memory_bytes(shape, generated=geometry.generation_batch, trained=geometry.micro_batch,
                              group=geometry.num_generations, prompt_tokens=p, completion_tokens=t,
-                             reference_copy=args.beta > 0 and not args.use_peft and not _has_adapters(model))
+                             reference_copy=args.beta > 0 and not args.use_peft and not _has_adapters(model),
+                             rollout_copy_bytes=0 if args.rollout_dtype == "float32" else 2)
     if need.total <= available:
         return need
     at_once = geometry.generation_batch

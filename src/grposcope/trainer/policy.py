@@ -32,13 +32,14 @@ class TrainBatch:
     old_logp: torch.Tensor | None = None  # (n, T) when batches are reused (num_iterations > 1)
     ref_logp: torch.Tensor | None = None  # (n, T) when a reference policy is used
     rewards: torch.Tensor | None = None  # (n,) each row's reward, for the diagnostics (measure_update)
+    sampling_logp: torch.Tensor | None = None  # (n, T) the rollout copy's log-probs of its tokens (rollout_dtype)
 
     def rows(self, index: torch.Tensor) -> "TrainBatch":
         """A sub-batch, with the padding columns that none of its rows uses cut away."""
         picked = {f.name: _take(getattr(self, f.name), index) for f in fields(self)}
         t = _width(picked["loss_mask"])
         first = int(picked["prompt_mask"].sum(dim=0).nonzero().min().item())  # leading all-padding columns
-        for name in ("completion_ids", "loss_mask", "old_logp", "ref_logp"):
+        for name in ("completion_ids", "loss_mask", "old_logp", "ref_logp", "sampling_logp"):
             if picked[name] is not None:
                 picked[name] = picked[name][:, :t]
         picked["prompt_ids"], picked["prompt_mask"] = picked["prompt_ids"][:, first:], picked["prompt_mask"][:, first:]

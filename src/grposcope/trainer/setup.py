@@ -24,6 +24,7 @@ from .disk_space import keep_metrics_aside, start_over, way_on_after_a_failed_wr
 from .geometry import Geometry, geometry_for, total_steps
 from .memory import check_memory
 from .options import build
+from .rollout_copy import RolloutCopy, rollout_dtype
 from .run_folder import checkpoint_folders, holds_metrics
 
 
@@ -40,7 +41,9 @@ class Run:
     estimator: advantages.AdvantageEstimator
     sampler: Any
     policy_loss: Any  # (logp, old_logp, advantages, mask, **aggregation) -> (loss, metrics)
-    backend: Any  # the rollout backend: generates completions (grposcope.rollout)
+    backend: Any  # the rollout backend on the trained weights: evaluation (grposcope.rollout)
+    rollout_copy: Any  # RolloutCopy the training rollouts run on (rollout_dtype), or None: the weights themselves
+    rollout_backend: Any  # the rollout backend of training: on the copy, or `backend`
     optimizer: torch.optim.Optimizer
     scheduler: Any
     logger_factory: Callable[[int, int], Any]  # (total_steps, resume_step) -> RunLogger
@@ -77,6 +80,10 @@ def build_run(args: GRPOConfig, model, reward_funcs, train_dataset, eval_dataset
     steps = total_steps(args, geometry, len(train))
     scheduler = make_scheduler(args, optimizer, steps)
     backend = ROLLOUTS.make("transformers", model=model, tokenizer=tokenizer, max_prompt_length=args.max_prompt_length)
+    dtype = rollout_dtype(args.rollout_dtype, model.device)
+    rollout_copy = RolloutCopy(model, dtype) if dtype != next(model.parameters()).dtype else None
+    rollout_backend = backend if rollout_copy is None else ROLLOUTS.make(
+        "transformers", model=rollout_copy.model, tokenizer=tokenizer, max_prompt_length=args.max_prompt_length)
 
     def logger_factory(total: int, resume_step: int) -> RunLogger:
         # resume_step 0: a new run starts metrics.jsonl afresh; N: lines after checkpoint N are dropped
@@ -86,7 +93,7 @@ def build_run(args: GRPOConfig, model, reward_funcs, train_dataset, eval_dataset
 
     return Run(model, tokenizer, reference_policy(args, model), geometry, PromptStream(train, args.seed),
                train, evals, scorer, make_estimator(args), make_sampler(args), build(args, "policy_loss"), backend,
-               optimizer, scheduler, logger_factory)
+               rollout_copy, rollout_backend, optimizer, scheduler, logger_factory)
 
 
 def check_output_dir(args: GRPOConfig) -> list[str]:

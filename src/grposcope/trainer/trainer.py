@@ -66,6 +66,7 @@ class GRPOTrainer:
         self.model, self.tokenizer, self.ref_model = run.model, run.tokenizer, run.ref_model
         self.geometry, self.stream, self.eval_examples = run.geometry, run.stream, run.eval_examples
         self.scorer, self.estimator, self.backend = run.scorer, run.estimator, run.backend
+        self.rollout_copy, self.rollout_backend = run.rollout_copy, run.rollout_backend
         self.sampler, self.policy_loss = run.sampler, run.policy_loss
         self.optimizer, self.scheduler, self.logger_factory = run.optimizer, run.scheduler, run.logger_factory
         self.max_steps = total_steps(self.args, self.geometry, len(run.train_examples))
@@ -172,7 +173,10 @@ class GRPOTrainer:
         self.model.eval()  # generate() keeps the mode it finds: no dropout (e.g. LoRA's) while sampling
         extra = tuple(sorted((args.generation_kwargs or {}).items()))
         params = SamplingParams(args.max_completion_length, args.temperature, args.top_p, args.top_k, extra=extra)
-        drawer = Drawer(self.backend, self.scorer, params, self.tokenizer.pad_token_id, timer, state)
+        if self.rollout_copy is not None:
+            with timer("generation"):  # the weights the last optimizer step (or a resume) left
+                self.rollout_copy.refresh()
+        drawer = Drawer(self.rollout_backend, self.scorer, params, self.tokenizer.pad_token_id, timer, state)
         selection = self.sampler.sample(examples, drawer.draw, self.stream.take, g)  # B' groups of G
         rollout = drawer.gather(selection)  # N = B' * G rows, group after group
         loss_mask = rollout.completion_mask.clone()  # (N, T)
@@ -181,6 +185,7 @@ class GRPOTrainer:
         batch = TrainBatch(  # its advantages come below
             rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids, loss_mask, torch.zeros(len(loss_mask)),
             rewards=selection.rewards.reshape(-1),
+            sampling_logp=rollout.sampling_logp if self.rollout_copy is not None else None,
         )
         with timer("logprobs"):
             batch.ref_logp = self._ref_logps(batch)
@@ -321,8 +326,17 @@ class GRPOTrainer:
         args = self.args
         old = micro.old_logp if micro.old_logp is not None else logp.detach()
         kwargs = {"aggregation": args.aggregation, "max_completion_length": args.max_completion_length, **counts}
+        correction = {}
+        if micro.sampling_logp is not None:  # drawn by the rollout copy: weighted by pi_old / pi_copy
+            weights, correction = losses.rollout_importance_weights(
+                old, micro.sampling_logp, micro.loss_mask, args.rollout_importance_sampling_mode,
+                args.rollout_importance_sampling_clip_max)
+            if args.rollout_importance_sampling_correction:
+                kwargs["weights"] = weights
         loss, loss_metrics = self.policy_loss(logp, old, micro.advantages, micro.loss_mask, **kwargs)
+        kwargs.pop("weights", None)  # the KL and entropy terms are not weighted
         own = {name: value for name, value in loss_metrics.items() if name != "loss/policy"}  # clip/*, gspo/*
+        own.update(correction)
         figures = UpdateFigures(policy_loss=loss.item(), loss_figures=own)
         if micro.ref_logp is not None:
             kl, kl_metrics = losses.kl_penalty(logp, micro.ref_logp, micro.loss_mask, args.kl_estimator)
