@@ -125,7 +125,7 @@ def grposcope_worker(conn, opts: dict, diagnostics: bool, skip: bool) -> None:
         max_completion_length=opts["length"], temperature=1.0, beta=0.0, num_iterations=1,
         learning_rate=1e-6, max_steps=opts["warmup"] + opts["steps"], save_steps=10_000, logging_steps=10_000,
         generation_kwargs=opts["generation_kwargs"], diagnostics=diagnostics, torch_threads=opts["threads"],
-        skip_no_signal_steps=skip,
+        skip_no_signal_steps=skip, rollout_dtype=opts["rollout_dtype"], decode_loop=opts["decode_loop"],
     )
     trainer = GRPOTrainer(args=config, reward_funcs=accuracy_reward, train_dataset=opts["prompts"],
                           callbacks=[OnStep()])
@@ -194,12 +194,14 @@ def run(args) -> dict:
     torch.set_num_threads(args.threads)
     gflops, gbps = matmul_gflops(), copy_gbps()
     print(f"fp32 matmul rate (2048^3, {args.threads} threads, best of 5): {gflops:.1f} GFLOP/s; "
-          f"memory bandwidth (512 MB copy): {gbps:.1f} GB/s", flush=True)
+          f"memory bandwidth (512 MB copy): {gbps:.1f} GB/s; grposcope: rollout_dtype={args.rollout_dtype}, "
+          f"decode_loop={args.decode_loop}", flush=True)
     opts = {
         "threads": args.threads, "seed": args.seed, "completions": args.prompts * args.generations,
         "generations": args.generations, "length": args.length, "warmup": args.warmup, "steps": args.steps,
         "prompts": bench_prompts(args.prompts, args.prompt_style),
         "generation_kwargs": {"min_new_tokens": args.length} if args.forced_length else None,
+        "rollout_dtype": args.rollout_dtype, "decode_loop": args.decode_loop,
     }
     workers = {kind: start(kind, opts) for kind in kinds}  # they load their models while the parent waits
     for kind, (_, conn) in workers.items():  # no step starts while another process still loads
@@ -351,6 +353,8 @@ def main() -> None:
     parser.add_argument("--no-nodiag", action="store_true", help="skip the diagnostics-off run")
     parser.add_argument("--no-noskip", action="store_true",
                         help="skip the run with skip_no_signal_steps=False (every step updates, as TRL's do)")
+    parser.add_argument("--rollout-dtype", default="float32", help="grposcope's rollout_dtype (its default: float32)")
+    parser.add_argument("--decode-loop", default="grposcope", help="grposcope's decode_loop (its default: grposcope)")
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()
     result = run(args)

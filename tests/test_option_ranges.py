@@ -70,6 +70,7 @@ CASES: dict[str, tuple[dict, str]] = {
     "use_vllm": ({"use_vllm": True}, r"use_vllm=True: grposcope's own trainer"),
     "generation_kwargs": ({"generation_kwargs": {"suppress_tokens": [-1]}}, r"generation_kwargs: suppress_tokens"),
     "mask_truncated_completions": ({"mask_truncated_completions": "yes"}, r"option mask_truncated_completions"),
+    "decode_loop": ({"decode_loop": "vllm"}, r"unknown decode_loop 'vllm'; known: grposcope, generate"),
     "rollout_dtype": ({"rollout_dtype": "float16"}, r"unknown rollout_dtype 'float16'; known: float32, bfloat16"),
     "rollout_importance_sampling_correction": ({"rollout_importance_sampling_correction": "no"},
                                                r"option rollout_importance_sampling_correction"),

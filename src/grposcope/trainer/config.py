@@ -25,7 +25,7 @@ from .config_checks import (  # noqa: F401 (type_name: for cli/options.py)
     type_name,
 )
 from .options import FAMILIES, checked_entries, with_component_options
-from .rollout_copy import ROLLOUT_DTYPES
+from .rollout_copy import DECODE_LOOPS, ROLLOUT_DTYPES
 
 # TRL's loss_type names -> the aggregation of grposcope.core.losses (see docs/algorithms.md).
 LOSS_TYPES = {
@@ -164,6 +164,11 @@ class GRPOConfig:
     Plain sampling options only (rollout/options.py lists them): top_k and top_p here override the options
     above; what grposcope sets itself (temperature, max_new_tokens) and anything that loads code or objects
     (custom_generate, trust_remote_code, assistant_model, ...) is refused."""
+    decode_loop: str = "grposcope"
+    """How tokens are drawn: "grposcope", its own decode loop (inverse-CDF sampling: one uniform per row
+    instead of torch.multinomial's exponential per vocabulary entry, -17% a decode step for the embedded
+    model, docs/performance.md; the same distribution, other tokens under a seed); "generate", transformers'
+    `generate` (its tokens under a seed). With generation_kwargs, `generate` runs either way."""
     rollout_dtype: str = "float32"
     """The weights generation runs with: "float32", the trained weights themselves; "bfloat16", a bf16 copy
     refreshed before each generation (half the bytes a decode step reads: -35% a decode step on a CPU with
@@ -274,6 +279,7 @@ class GRPOConfig:
         check_choice("reward_errors", self.reward_errors, ERROR_MODES)
         check_choice("lr_scheduler_type", self.lr_scheduler_type, LR_SCHEDULERS)
         check_choice("kl_estimator", self.kl_estimator, KL_ESTIMATORS)
+        check_choice("decode_loop", self.decode_loop, DECODE_LOOPS)
         check_choice("rollout_dtype", self.rollout_dtype, ROLLOUT_DTYPES)
         check_choice("rollout_importance_sampling_mode", self.rollout_importance_sampling_mode,
                      ROLLOUT_CORRECTIONS)

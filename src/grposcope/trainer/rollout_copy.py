@@ -20,6 +20,7 @@ from ..machine import native_bf16_cpu
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 ROLLOUT_DTYPES = ("float32", "bfloat16", "auto")
+DECODE_LOOPS = ("grposcope", "generate")  # the decode_loop option: rollout.decode's loop, or transformers'
 
 
 def rollout_dtype(choice: str, device: torch.device) -> torch.dtype:

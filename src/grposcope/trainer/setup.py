@@ -79,11 +79,14 @@ def build_run(args: GRPOConfig, model, reward_funcs, train_dataset, eval_dataset
     optimizer = torch.optim.AdamW(trainable, lr=args.learning_rate, weight_decay=args.weight_decay, fused=fused)
     steps = total_steps(args, geometry, len(train))
     scheduler = make_scheduler(args, optimizer, steps)
-    backend = ROLLOUTS.make("transformers", model=model, tokenizer=tokenizer, max_prompt_length=args.max_prompt_length)
+    own_loop = args.decode_loop == "grposcope"
+    backend = ROLLOUTS.make("transformers", model=model, tokenizer=tokenizer, max_prompt_length=args.max_prompt_length,
+                            own_loop=own_loop)
     dtype = rollout_dtype(args.rollout_dtype, model.device)
     rollout_copy = RolloutCopy(model, dtype) if dtype != next(model.parameters()).dtype else None
     rollout_backend = backend if rollout_copy is None else ROLLOUTS.make(
-        "transformers", model=rollout_copy.model, tokenizer=tokenizer, max_prompt_length=args.max_prompt_length)
+        "transformers", model=rollout_copy.model, tokenizer=tokenizer, max_prompt_length=args.max_prompt_length,
+        own_loop=own_loop)
 
     def logger_factory(total: int, resume_step: int) -> RunLogger:
         # resume_step 0: a new run starts metrics.jsonl afresh; N: lines after checkpoint N are dropped
