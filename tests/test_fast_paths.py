@@ -149,11 +149,23 @@ def test_rows_that_finish_at_different_steps_keep_generates_tokens(tiny_llama, t
         assert len(set(lengths)) >= 3  # rows really ended at different steps
 
 
-def test_generation_kwargs_reach_generate(tiny_llama, tiny_tokenizer):
-    backend = ROLLOUTS.make("transformers", model=tiny_llama, tokenizer=tiny_tokenizer)
+@pytest.mark.parametrize("own_loop", [True, False])
+def test_min_new_tokens_holds_on_both_routes(tiny_llama, tiny_tokenizer, own_loop):
+    backend = ROLLOUTS.make("transformers", model=tiny_llama, tokenizer=tiny_tokenizer, own_loop=own_loop)
+    backend.eos_ids = [1, *range(40, 46)]  # a tenth of the vocabulary would end a completion
     params = SamplingParams(max_completion_length=6, extra=(("min_new_tokens", 6),))
     out = backend.generate(["What is 2 + 3 ?"], 4, params)
     assert out.lengths.tolist() == [6, 6, 6, 6]  # EOS suppressed until the 6th token
+    assert (out.sampling_logp is not None) == own_loop
+
+
+def test_generation_kwargs_reach_generate(tiny_llama, tiny_tokenizer):
+    backend = ROLLOUTS.make("transformers", model=tiny_llama, tokenizer=tiny_tokenizer)
+    params = SamplingParams(max_completion_length=12, extra=(("no_repeat_ngram_size", 1),))
+    out = backend.generate(["What is 2 + 3 ?"], 4, params)
+    assert out.sampling_logp is None  # generate() ran: the own loop knows no no_repeat_ngram_size
+    for row, n in zip(out.completion_ids, out.lengths.tolist()):
+        assert len(set(row[:n].tolist())) == n  # no token twice: the option reached generate()
 
 
 def test_log_probs_with_entropy_in_one_pass_hand_computed():

@@ -8,8 +8,8 @@ distribution, a fraction of the cost, but another use of the random stream, so a
 token under the distribution that drew it, which truncated importance sampling needs when the rollout runs a
 lower-precision copy of the weights (`trainer/rollout_copy.py`).
 
-What it applies, in `generate`'s order: temperature, top-k, top-p. Anything else (`generation_kwargs`) goes
-through `generate` itself (`hf.TransformersRollout`).
+What it applies, in `generate`'s order: `min_new_tokens` (no EOS before it), temperature, top-k, top-p.
+Any other `generation_kwargs` go through `generate` itself (`hf.TransformersRollout`).
 
 Notation: N rows, P prompt tokens (left-padded), T completion tokens, V vocabulary.
 """
@@ -69,15 +69,18 @@ def _last_positive(running: torch.Tensor) -> torch.Tensor:
     return (running < running[:, -1:]).sum(dim=-1)  # (N,)
 
 
-def next_tokens(logits: torch.Tensor, params: SamplingParams) -> tuple[torch.Tensor, torch.Tensor]:
-    """The next token of each row, and its log-probability under the temperature-scaled distribution (the one
-    the loss's log-probs use: top-k and top-p are left out of both).  logits (N, V) -> (N,), (N,)"""
+def next_tokens(logits: torch.Tensor, params: SamplingParams, banned: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The next token of each row, never one of `banned` (ids), and its log-probability under the
+    temperature-scaled distribution (the one the loss's log-probs use: top-k, top-p and the ban are left out of
+    both).  logits (N, V) -> (N,), (N,)"""
     logits = logits.float()
     scaled = logits / params.temperature if params.temperature != 1.0 and not params.greedy else logits
+    allowed = logits if banned is None else logits.index_fill(1, banned, float("-inf"))
     if params.greedy:
-        tokens = logits.argmax(dim=-1)
+        tokens = allowed.argmax(dim=-1)
     else:
-        probs = warp(logits, params).softmax(dim=-1)  # (N, V)
+        probs = warp(allowed, params).softmax(dim=-1)  # (N, V)
         tokens = inverse_cdf(probs, torch.rand(len(logits), device=logits.device))
     logp = scaled.gather(1, tokens.unsqueeze(1)).squeeze(1) - torch.logsumexp(scaled, dim=-1)
     return tokens, logp
@@ -85,10 +88,11 @@ def next_tokens(logits: torch.Tensor, params: SamplingParams) -> tuple[torch.Ten
 
 @torch.inference_mode()
 def decode(model, ids: torch.Tensor, mask: torch.Tensor, cache, params: SamplingParams, eos_ids: list[int],
-           pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+           pad_id: int, min_new_tokens: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """Completions of the rows `ids` (N, P), left-padded with `mask` (N, P), whose cache holds every prompt
     token but the last (None: nothing cached). Returns the tokens (N, T') and their log-probabilities (N, T'),
     T' <= max_completion_length: after a row's EOS, its tokens are `pad_id`; the loop ends when every row has.
+    No EOS is drawn before `min_new_tokens` tokens (transformers' min_new_tokens).
     """
     n = ids.shape[0]
     if cache is None:  # nothing prefilled: the first pass runs the whole prompt
@@ -98,11 +102,11 @@ def decode(model, ids: torch.Tensor, mask: torch.Tensor, cache, params: Sampling
     eos = torch.tensor(eos_ids, device=ids.device)
     running = torch.ones(n, dtype=torch.bool, device=ids.device)  # (N,) rows before their EOS
     tokens, logps = [], []
-    for _ in range(params.max_completion_length):
+    for step in range(params.max_completion_length):
         out = model(input_ids=step_ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
                     use_cache=True, logits_to_keep=1)
         cache = out.past_key_values
-        token, logp = next_tokens(out.logits[:, -1, :], params)  # (N,), (N,)
+        token, logp = next_tokens(out.logits[:, -1, :], params, eos if step < min_new_tokens else None)  # (N,)
         token = torch.where(running, token, pad_id)
         tokens.append(token)
         logps.append(torch.where(running, logp, 0.0))

@@ -14,15 +14,19 @@ from .model_defaults import ModelDefaults
 from .options import check_generation_kwargs
 
 
+OWN_LOOP_KWARGS = {"min_new_tokens"}  # the generation_kwargs rollout.decode applies itself
+
+
 @ROLLOUTS.register("transformers")
 class TransformersRollout(RolloutBackend):
     """Samples G completions per prompt with `model.generate`.
 
     `max_prompt_length` cuts long prompts from the left (their end, where the question and the generation
     prompt are, is kept). `batch_size` bounds how many sequences go through `generate` at once.
-    Without `generation_kwargs` the tokens come from grposcope's own decode loop (`rollout.decode`:
-    inverse-CDF sampling, the same distribution as `generate`'s, and each token's sampling log-probability);
-    `own_loop=False` uses `generate` always (its tokens under a seed are `generate`'s).
+    Without `generation_kwargs` (or with `min_new_tokens` alone) the tokens come from grposcope's own decode
+    loop (`rollout.decode`: inverse-CDF sampling, the same distribution as `generate`'s, and each token's
+    sampling log-probability); `own_loop=False` uses `generate` always (its tokens under a seed are
+    `generate`'s).
     """
 
     def __init__(self, model, tokenizer, max_prompt_length: int | None = None, batch_size: int | None = None,
@@ -71,8 +75,10 @@ class TransformersRollout(RolloutBackend):
         # applies none of it, as generate() does with the neutral values
         overrides = self.model_defaults.overrides(sampling)
         logp = None
-        if self.own_loop and not params.extra:
-            completion_ids, logp = decode(self.model, ids, mask, cache, params, self.eos_ids, tok.pad_token_id)
+        extra = dict(params.extra)
+        if self.own_loop and set(extra) <= OWN_LOOP_KWARGS:
+            completion_ids, logp = decode(self.model, ids, mask, cache, params, self.eos_ids, tok.pad_token_id,
+                                          min_new_tokens=int(extra.get("min_new_tokens") or 0))
         else:
             out = self.model.generate(
                 input_ids=ids, attention_mask=mask, past_key_values=cache, **overrides, **sampling,
