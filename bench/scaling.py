@@ -1,9 +1,10 @@
 """How a grposcope step's time grows with the group size G and the completion length, on the embedded model.
 
 Two prompts per step; G in (4, 8, 16) at 64 tokens, and 32, 64, 128 tokens at G = 8, every completion
-forced to its full length (`min_new_tokens`), the rest as in bench/step.py. For each point it prints the
-median step time and phases, the time per completion token, and the FLOP floor; it writes a table
-(Markdown) and a plot of step time against each variable, next to a line through the origin and the
+forced to its full length (`min_new_tokens`), the rest as in bench/step.py; every step updates
+(`skip_no_signal_steps=False`), so that a point's cost does not depend on which groups collapsed. For each
+point it prints the median step time and phases, the time per completion token, and the FLOP floor; it
+writes a table (Markdown) and a plot of step time against each variable, next to a line through the origin and the
 middle point (what linear growth would give).
 
     .venv/bin/python bench/scaling.py                      # 1 warm-up + 3 measured steps per point (~15 min)
@@ -50,6 +51,8 @@ def measure(g: int, length: int, args) -> dict:
         generation_kwargs=None if args.natural else {"min_new_tokens": length}, temperature=1.0, beta=0.0,
         learning_rate=1e-6,
         max_steps=args.warmup + args.steps, save_steps=10_000, logging_steps=10_000, torch_threads=args.threads,
+        skip_no_signal_steps=False,  # every step updates: a point's cost must not depend on which groups collapsed
+        rollout_dtype=args.rollout_dtype,
     )
     prompts = bench_prompts(args.prompts, "boxed" if args.natural else "quickstart")
     GRPOTrainer(args=config, reward_funcs=accuracy_reward, train_dataset=prompts, callbacks=[Record()]).train()
@@ -113,6 +116,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="bench/results", help="folder for scaling.md and scaling.png")
+    parser.add_argument("--rollout-dtype", default="float32", help="grposcope's rollout_dtype (its default)")
     parser.add_argument("--natural", action="store_true", help="completions stop at EOS (boxed-answer prompts)")
     parser.add_argument("--lengths", default="64,256", help="with --natural: the max completion lengths")
     parser.add_argument("--groups", default="4,8,16", help="with --natural: the group sizes G")
