@@ -18,7 +18,6 @@ import warnings
 import torch
 from _common import boxed_chat_prompts
 
-
 ROTARY: list = []
 
 

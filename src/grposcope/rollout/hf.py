@@ -13,7 +13,6 @@ from .kv_cache import reserve, reserved_cache
 from .model_defaults import ModelDefaults
 from .options import check_generation_kwargs
 
-
 OWN_LOOP_KWARGS = {"min_new_tokens"}  # the generation_kwargs rollout.decode applies itself
 
 
