@@ -77,7 +77,8 @@ def jobs() -> list[tuple[str, list[str], int]]:
     return out
 
 
-def train_one(out: Path, name: str, flags: list[str], seed: int) -> str:
+def train_one(out: Path, name: str, flags: list[str], seed: int, train_flags: list[str] = TRAIN) -> str:
+    """Trains one run, scores it with `grposcope eval`, and writes the seconds both took to its timing.json."""
     folder = out / name
     if (folder / "eval_avg4.json").is_file():
         return f"{name}: done before"
@@ -85,15 +86,19 @@ def train_one(out: Path, name: str, flags: list[str], seed: int) -> str:
     trained = (folder / "summary.json").is_file() and (folder / "model").is_dir()  # only its eval is missing
     with open(out / f"{name}.log", "a" if trained else "w") as log:
         code = 0 if trained else subprocess.run(
-            [*CLI, "train", "--output_dir", str(folder), "--seed", str(seed), *TRAIN, *flags],
+            [*CLI, "train", "--output_dir", str(folder), "--seed", str(seed), *train_flags, *flags],
             stdout=log, stderr=subprocess.STDOUT, env=ENV).returncode
         if code == 0:
             code = subprocess.run([*CLI, "eval", "--model", str(folder / "model"), "--seed", str(seed), *EVAL,
                                    "--output", str(folder / "eval_avg4.json")], stdout=log,
                                   stderr=subprocess.STDOUT, env=ENV).returncode
+    seconds = time.perf_counter() - t0
     if code == 0:
         shutil.rmtree(folder / "model")  # 540 MB each; the logs and the eval file are what the study reads
-    return f"{name}: exit {code} after {time.perf_counter() - t0:.0f} s"
+        timing = folder / "timing.json"  # a run whose eval alone was redone adds to its first attempt's time
+        before = json.loads(timing.read_text())["seconds"] if timing.is_file() else 0.0
+        timing.write_text(json.dumps({"seconds": before + seconds}) + "\n")
+    return f"{name}: exit {code} after {seconds:.0f} s"
 
 
 def base_eval(out: Path, seed: int) -> str:

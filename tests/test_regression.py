@@ -6,7 +6,13 @@ import math
 
 import pytest
 
-from grposcope.reports.regression import correlation_p_value, fit_line, regularized_beta
+from grposcope.reports.regression import (
+    correlation_p_value,
+    fit_line,
+    mean_t_interval,
+    regularized_beta,
+    t_quantile,
+)
 
 
 def test_a_four_point_fit_worked_by_hand():
@@ -63,3 +69,27 @@ def test_too_few_or_degenerate_runs_are_refused_with_the_reason():
         fit_line([0.5, 0.5, 0.5], [0.1, 0.2, 0.3])
     with pytest.raises(ValueError, match="differ in length"):
         fit_line([0.1, 0.2, 0.3], [0.1, 0.2])
+
+
+@pytest.mark.parametrize("df, q975", [(1, 12.706), (2, 4.303), (4, 2.776), (9, 2.262), (29, 2.045), (120, 1.980)])
+def test_t_quantiles_match_the_printed_table(df, q975):
+    # two-sided 95% critical values of Student's t, as printed in any statistics table (3 decimals)
+    assert t_quantile(0.975, df) == pytest.approx(q975, abs=6e-4)
+
+
+def test_t_quantile_of_one_degree_is_the_cauchy_one():
+    # t with 1 degree of freedom is Cauchy: its p-quantile is tan(pi (p - 1/2)), exactly
+    for p in (0.6, 0.9, 0.995):
+        assert t_quantile(p, 1) == pytest.approx(math.tan(math.pi * (p - 0.5)), rel=1e-9)
+
+
+def test_a_paired_t_interval_worked_by_hand():
+    # differences 0.1, -0.1, 0.3, 0.1: mean 0.1, sample sd sqrt((0 + 0.04 + 0.04 + 0) / 3) = 0.163299,
+    # SE = 0.081650, t(0.975, 3) = 3.182446: half-width 0.259843; the interval holds 0: not decided
+    mean, half = mean_t_interval([0.1, -0.1, 0.3, 0.1])
+    assert mean == pytest.approx(0.1, abs=1e-12)
+    assert half == pytest.approx(0.259843, abs=1e-6)
+    with pytest.raises(ValueError, match="at least 2 values"):
+        mean_t_interval([0.5])
+    with pytest.raises(ValueError, match="0.5 <= p < 1"):
+        t_quantile(0.3, 5)

@@ -65,6 +65,32 @@ def correlation_p_value(r: float, n: int) -> float:
     return regularized_beta(df / (df + t2), df / 2.0, 0.5)
 
 
+def t_quantile(p: float, df: int) -> float:
+    """The p-quantile of Student's t with df degrees of freedom, for 0.5 <= p < 1: the t with
+    P(|T| > t) = 2 (1 - p), found by bisection on that two-sided tail, I_{df / (df + t^2)}(df / 2, 1 / 2)."""
+    if not 0.5 <= p < 1.0 or df < 1:
+        raise ValueError(f"t_quantile takes 0.5 <= p < 1 and df >= 1, got p={p}, df={df}")
+    tail = 2.0 * (1.0 - p)
+    lo, hi = 0.0, 1.0
+    while regularized_beta(df / (df + hi * hi), df / 2.0, 0.5) > tail:  # widen until the tail is small enough
+        hi *= 2.0
+    for _ in range(100):
+        mid = (lo + hi) / 2.0
+        lo, hi = (mid, hi) if regularized_beta(df / (df + mid * mid), df / 2.0, 0.5) > tail else (lo, mid)
+    return (lo + hi) / 2.0
+
+
+def mean_t_interval(values: list[float], level: float = 0.95) -> tuple[float, float]:
+    """The mean of `values` and the half-width of its `level` t interval (n - 1 degrees of freedom): paired
+    differences over seeds are read this way."""
+    n = len(values)
+    if n < 2:
+        raise ValueError(f"a t interval needs at least 2 values, got {n}")
+    mean = math.fsum(values) / n
+    sd = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
+    return mean, t_quantile(0.5 + level / 2.0, n - 1) * sd / math.sqrt(n)
+
+
 def regularized_beta(x: float, a: float, b: float) -> float:
     """I_x(a, b), the regularised incomplete beta function, for 0 <= x <= 1 and a, b > 0.
 
