@@ -9,8 +9,10 @@ ACR the runs logged over their first steps (collapse/acr, on the groups as drawn
     python bench/forecast_vs_runs.py forecast.json measure --steps 5
 
 The measured side: every group of the runs' first `--steps` steps, pooled; its SE is the binomial one over
-groups (the runs have different seeds, so their prompts differ and the groups are independent). The forecast's SE
-is over the probed prompts. The two agree when their difference is within about two combined SEs.
+groups (the runs have different seeds, so their prompts differ and the groups are independent). A second SE
+treats each run as one observation (its own ACR over those steps, the SE over runs): it allows for groups of one
+run sharing its prompt stream and policy. The forecast's SE is over the probed prompts. The two agree when
+their difference is within about two combined SEs.
 """
 
 from __future__ import annotations
@@ -25,24 +27,28 @@ from grposcope.reports.runs import load_run
 
 
 def measured(runs: list[Path], steps: int) -> tuple[int, dict[str, tuple[float, float]]]:
-    """(G, {metric: (mean over groups, binomial SE)}) over the runs' first `steps` steps."""
-    sizes, per_step, groups = set(), [], 0
+    """(G, {metric: (mean over groups, binomial SE)}) over the runs' first `steps` steps, and "acr by run":
+    (the mean of each run's own ACR, the SE over runs)."""
+    sizes, per_step, groups, by_run = set(), [], 0, []
     for run in runs:
         records = [r for r in read_metrics(run / "metrics.jsonl") if r["step"] <= steps]
         summary = json.loads((run / "summary.json").read_text()) if (run / "summary.json").is_file() else {}
         g = int(summary.get("config", {}).get("num_generations", 0)) or _group_size(run)
         sizes.add(g)
-        for r in records:
-            n = int(round(r["sampler/samples_kept"] / g))  # groups in this step
-            per_step.append((n, r))
-            groups += n
+        mine = [(int(round(r["sampler/samples_kept"] / g)), r) for r in records]  # (groups in the step, record)
+        per_step += mine
+        groups += sum(n for n, _ in mine)
+        by_run.append(math.fsum(n * r["collapse/acr"] for n, r in mine) / sum(n for n, _ in mine))
     if len(sizes) != 1:
         raise SystemExit(f"the runs differ in group size ({sorted(sizes)}); compare runs of one G at a time")
     out = {}
     for name in ("collapse/acr", "collapse/acr_all_correct", "collapse/acr_all_wrong"):
         mean = math.fsum(n * r[name] for n, r in per_step) / groups
         out[name] = (mean, math.sqrt(mean * (1 - mean) / groups))
-    return sizes.pop(), out | {"groups": (groups, 0.0)}
+    run_mean = math.fsum(by_run) / len(by_run)
+    run_se = math.sqrt(math.fsum((a - run_mean) ** 2 for a in by_run) / (len(by_run) - 1) / len(by_run)) \
+        if len(by_run) > 1 else float("nan")
+    return sizes.pop(), out | {"groups": (groups, 0.0), "acr by run": (run_mean, run_se)}
 
 
 def _group_size(run: Path) -> int:
@@ -76,6 +82,10 @@ def main() -> None:
           f"all-correct {forecast['all_correct']:.3f}, all-wrong {forecast['all_wrong']:.3f}")
     diff, combined = acr - forecast["acr"], math.hypot(se, forecast["acr_se"])
     print(f"difference {diff:+.3f}, combined SE {combined:.3f}, z = {diff / combined:+.2f}")
+    run_acr, run_se = figures["acr by run"]
+    diff, combined = run_acr - forecast["acr"], math.hypot(run_se, forecast["acr_se"])
+    print(f"each run one observation: ACR {run_acr:.3f} +- {run_se:.3f} (SE over {len(runs)} runs); difference "
+          f"{diff:+.3f}, combined SE {combined:.3f}, z = {diff / combined:+.2f}")
 
 
 if __name__ == "__main__":
