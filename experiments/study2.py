@@ -21,7 +21,8 @@ other difference is secondary and reported the same way. The predictor question 
 steps 1-5 (not the whole run) against final avg@4, within each arm across seeds, and across arms with a
 per-seed term; a run identical to another (an arm that never changes anything) counts once.
 
-    python experiments/study2.py train --out runs/study2      # two runs at a time; finished ones are skipped
+    python experiments/study2.py train --out runs/study2      # two runs at a time; finished ones (here or kept
+                                                              # in experiments/results/study2) are skipped
     python experiments/study2.py tables --out runs/study2     # the tables; the logs gzipped into
                                                               # experiments/results/study2
 """
@@ -59,6 +60,8 @@ PAPER_LINE = (51.4, -29.6)  # arXiv 2605.21125: final accuracy (%) = 51.4 - 29.6
 def train(args: argparse.Namespace) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.keep:
+        _restore(Path(args.keep), out)
     seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else SEEDS
     jobs = [(run_name(arm, seed), flags, seed) for seed in seeds for arm, flags in ARMS.items()]
     with ThreadPoolExecutor(max_workers=args.workers) as pool:  # seed by seed: pairs complete early
@@ -68,6 +71,20 @@ def train(args: argparse.Namespace) -> None:
             futures += [pool.submit(train_one, out, name, flags, s, TRAIN2) for name, flags, s in jobs if s == seed]
         for future in futures:
             print(future.result(), flush=True)
+
+
+def _restore(keep: Path, out: Path) -> None:
+    """Unpacks the kept logs of finished runs (and untrained evals) into `out`, so that a fresh checkout goes on
+    with the runs not yet done instead of training the finished ones again."""
+    for path in sorted(keep.glob("*.gz")) if keep.is_dir() else []:
+        name, file = path.name.removesuffix(".gz"), None
+        for suffix in ("metrics.jsonl", "summary.json", "eval_avg4.json", "timing.json"):
+            if name.endswith("." + suffix):
+                name, file = name.removesuffix("." + suffix), suffix
+        target = out / f"{name}" / file if file else out / name
+        if not target.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(gzip.decompress(path.read_bytes()))
 
 
 def _timed_base_eval(out: Path, seed: int) -> str:
@@ -255,6 +272,8 @@ def main() -> None:
     t.add_argument("--out", default="runs/study2")
     t.add_argument("--workers", type=int, default=2)
     t.add_argument("--seeds", default="", help="comma-separated seeds (default: SEEDS)")
+    t.add_argument("--keep", default="experiments/results/study2",
+                   help="kept logs of finished runs, unpacked into --out first ('' : none)")
     r = sub.add_parser("tables")
     r.add_argument("--out", default="runs/study2")
     r.add_argument("--keep", default="experiments/results/study2", help="where the gzipped logs go ('' : nowhere)")
