@@ -230,7 +230,7 @@ class CollapseMonitor:
         for name, on in now.items():
             if on and not self.active[name]:
                 self.fired.append((self.step, name))
-                logger.warning("grposcope alarm at step %d: %s. %s", self.step, name, _ALARM_ADVICE[name])
+                logger.warning("grposcope alarm at step %d: %s. %s", self.step, name, ALARM_ADVICE[name])
             self.active[name] = on
         return {f"alarm/{name}": float(on) for name, on in now.items()}
 
@@ -266,7 +266,7 @@ class CollapseMonitor:
         self.entropy_was_above = bool(state.get("entropy_was_above", True))  # older checkpoints: as before
 
 
-_ALARM_ADVICE = {
+ALARM_ADVICE = {
     "stagnation": "Most groups have identical rewards, so most prompts give no gradient: try use_avspo=True, "
     "sampler='dynamic' or 'reinforce_ada', a larger num_generations, or easier prompts.",
     "entropy_collapse": "The policy has become nearly deterministic: consider a higher temperature, "

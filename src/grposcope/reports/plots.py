@@ -186,7 +186,8 @@ def plot_acr(canvas: Canvas) -> None:
     styles = [canvas.plt.Line2D([], [], color="black", label="ACR: collapsed as drawn"),
               canvas.plt.Line2D([], [], color="black", linestyle="--", label="acr_post: no gradient left")]
     canvas.legend(ax, styles + canvas.marks(ax))
-    canvas.save(fig, "acr.png", "ACR (solid) and acr_post (dashed) per run")
+    canvas.save(fig, "acr.png", "collapse/acr (solid: groups collapsed as drawn) and collapse/acr_post (dashed: no "
+                "gradient left) per step, one line per run")
 
 
 def plot_collapse_split(canvas: Canvas) -> None:
@@ -210,7 +211,8 @@ def plot_collapse_split(canvas: Canvas) -> None:
     smoothing = f", each a mean of the last {canvas.window} steps" if canvas.window > 1 else ""
     fig.suptitle(f"Which collapse: all-correct vs all-wrong groups, stacked{smoothing}", fontsize=10,
                  x=(LEFT + RIGHT) / 2, y=1 - 0.15 / fig.get_figheight())
-    canvas.save(fig, "collapse_split.png", "all-correct and all-wrong collapse, stacked, one panel per run")
+    canvas.save(fig, "collapse_split.png", "collapse/acr_all_correct and collapse/acr_all_wrong per step, stacked, "
+                "one panel per run")
 
 
 def _at(run: Run, name: str, steps: list[int]) -> list[float]:
@@ -251,7 +253,7 @@ def plot_accuracy(canvas: Canvas) -> None:
     ax.set_title("Held-out accuracy (step 0: before training)", fontsize=9)
     canvas.step_axis(ax)
     canvas.legend(ax)
-    canvas.save(fig, "accuracy.png", "held-out accuracy per evaluation")
+    canvas.save(fig, "accuracy.png", "eval/accuracy: held-out accuracy at each evaluation, one line per run")
 
 
 def plot_sampler_cost(canvas: Canvas) -> None:
@@ -271,7 +273,8 @@ def plot_sampler_cost(canvas: Canvas) -> None:
     canvas.step_axis(top, label=False)
     canvas.step_axis(bottom)
     canvas.legend(top)
-    canvas.save(fig, "sampler_cost.png", "samples and tokens generated per step")
+    canvas.save(fig, "sampler_cost.png", "sampler/samples_generated and sampler/tokens_generated per step, one "
+                "line per run")
 
 
 def plot_regression(runs: list[Run], x: list[float], y: list[float], fit: Fit, out: Path) -> str:

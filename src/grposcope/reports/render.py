@@ -142,38 +142,102 @@ def write_markdown(report: Report, path: Path) -> None:
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-_STYLE = """body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:24px auto;max-width:1180px;
-color:#222;padding:0 16px}table{border-collapse:collapse;font-size:13px;margin:12px 0}
+_STYLE = """body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;font-size:16px;line-height:1.45;
+margin:24px auto;max-width:1180px;color:#222;padding:0 16px}table{border-collapse:collapse;font-size:13px;margin:12px 0}
 th,td{border:1px solid #ccc;padding:4px 6px;text-align:right;white-space:nowrap}
-th{background:#f3f3f3;white-space:normal}
-td:first-child,th:first-child,td:nth-child(2),td:nth-child(9){text-align:left}figure{margin:18px 0}
+th{background:#f3f3f3;white-space:normal}td:first-child,th:first-child,td:nth-child(2),td:nth-child(9),
+th:nth-child(2),th:nth-child(9),.alarms td,.alarms th{text-align:left}
+.alarms td:last-child{white-space:normal;min-width:16em}figure{margin:18px 0}
 figcaption{font-size:13px;color:#555}img{max-width:100%;height:auto}.fit{font-family:monospace;font-size:13px}
-.table{overflow-x:auto}"""
+.table{overflow-x:auto}p,li,figcaption{overflow-wrap:anywhere}tr.raised td:nth-child(9){background:#fde8e8}
+tr:target,tr:target td{background:#fff3bf}nav ol{padding-left:1.4em}nav li{margin:2px 0}
+@media (max-width:600px){body{margin:8px auto;padding:0 10px}h1{font-size:1.5em}}"""
 
 
 def _img(folder: Path, name: str, caption: str) -> str:
     data = base64.b64encode((folder / name).read_bytes()).decode("ascii")
-    return (f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}">'
-            f"<figcaption>{html.escape(caption)} ({html.escape(name)})</figcaption></figure>")
+    return (f'<figure id="plot-{html.escape(Path(name).stem)}"><img alt="{html.escape(caption)}" '
+            f'src="data:image/png;base64,{data}"><figcaption>{html.escape(caption)} ({html.escape(name)})'
+            "</figcaption></figure>")
+
+
+def _alarm_id(run_number: int, alarm: str) -> str:
+    return f"alarm-{run_number}-{alarm}"
+
+
+def _table_html(report: Report) -> str:
+    """The summary table; row i is `run-i` (the contents link to it), and each alarm links to its line in the
+    alarms section."""
+    esc = html.escape
+    head = "".join(f"<th>{esc(c)}</th>" for c in COLUMNS)
+    alarm_column = COLUMNS.index("alarms (first step)")
+    body = []
+    for i, (row, figures) in enumerate(zip(table_rows(report), report.figures), 1):
+        cells = [f"<td>{esc(cell)}</td>" for cell in row]
+        if figures.alarms:
+            cells[alarm_column] = "<td>" + ", ".join(
+                f"<a href='#{_alarm_id(i, a.name)}'>{esc(a.name)} {a.first_step}</a>" for a in figures.alarms) + "</td>"
+        raised = " class='raised'" if figures.alarms else ""
+        body.append(f"<tr id='run-{i}'{raised}>" + "".join(cells) + "</tr>")
+    return f"<div class='table'><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
+
+
+def _alarms_html(report: Report) -> str:
+    """Every alarm any run raised, with its first step and what to do about it (the advice training prints)."""
+    from ..core.diagnostics import ALARM_ADVICE
+
+    esc = html.escape
+    raised = [(i, run, a) for i, (run, f) in enumerate(zip(report.runs, report.figures), 1) for a in f.alarms]
+    if not raised:
+        return "<section id='alarms'><h2>Alarms</h2><p>No alarm was raised in any run.</p></section>"
+    rows = "".join(
+        f"<tr id='{_alarm_id(i, a.name)}'><td><a href='#run-{i}'>{esc(run.name)}</a></td><td>{esc(a.name)}</td>"
+        f"<td>{a.first_step}</td><td>{a.steps_on}</td><td>{esc(ALARM_ADVICE.get(a.name, ''))}</td></tr>"
+        for i, run, a in raised)
+    return ("<section id='alarms'><h2>Alarms</h2><div class='table'><table class='alarms'><thead><tr><th>run</th>"
+            "<th>alarm</th><th>first step</th><th>steps raised</th><th>what it means</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table></div></section>")
+
+
+def _contents_html(report: Report, notes: list[str]) -> str:
+    """Links to every section and plot, and to every run's row: with many runs, the way to one of them."""
+    esc = html.escape
+    alarms = sum(len(f.alarms) for f in report.figures)
+    items = [f"<li><a href='#summary'>Summary</a>: {len(report.runs)} run(s)</li>",
+             f"<li><a href='#alarms'>Alarms</a>: {alarms or 'none'}"
+             f"{'' if not alarms else ' in ' + str(sum(bool(f.alarms) for f in report.figures)) + ' run(s)'}</li>"]
+    if report.fit is not None:
+        items.append("<li><a href='#regression'>Regression</a></li>")
+    plots = "".join(f"<li><a href='#plot-{esc(Path(name).stem)}'>{esc(caption)}</a></li>"
+                    for name, caption in report.plots)
+    items.append(f"<li><a href='#plots'>Plots</a><ol>{plots}</ol></li>")
+    if notes:
+        items.append(f"<li><a href='#notes'>Notes</a>: {len(notes)}</li>")
+    runs = "".join(f"<li><a href='#run-{i}'>{esc(run.name)}</a>{' (alarm)' if f.alarms else ''}</li>"
+                   for i, (run, f) in enumerate(zip(report.runs, report.figures), 1))
+    return (f"<nav id='contents' aria-label='Contents'><h2>Contents</h2><ol>{''.join(items)}</ol>"
+            f"<details{' open' if len(report.runs) <= 12 else ''}><summary>Runs ({len(report.runs)})</summary>"
+            f"<ol>{runs}</ol></details></nav>")
 
 
 def write_html(report: Report, folder: Path, path: Path) -> None:
     esc = html.escape
-    head = "".join(f"<th>{esc(c)}</th>" for c in COLUMNS)
-    body = "".join("<tr>" + "".join(f"<td>{esc(cell)}</td>" for cell in row) + "</tr>" for row in table_rows(report))
-    parts = [f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>grposcope report</title>"
+    notes = _notes(report)
+    parts = ["<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+             "<meta name='viewport' content='width=device-width, initial-scale=1'><title>grposcope report</title>"
              f"<style>{_STYLE}</style></head><body><h1>grposcope report</h1>",
              f"<p>{len(report.runs)} run(s); written {esc(time.strftime('%Y-%m-%d %H:%M'))}. Accuracy is held-out "
              "pass@1; the best includes the evaluation before training. acr_100 is the mean ACR over the first "
-             "100 steps.</p>",
-             f"<div class='table'><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"]
+             "100 steps.</p>", _contents_html(report, notes),
+             "<section id='summary'><h2>Summary</h2>", _table_html(report), "</section>", _alarms_html(report)]
     if report.fit is not None:
-        parts += [f"<h2>Regression</h2><p class='fit'>{esc(fit_sentence(report.fit))}</p>",
-                  _img(folder, "regression.png", "final accuracy against acr_100, one point per run")]
-    parts += ["<h2>Plots</h2>"] + [_img(folder, name, caption) for name, caption in report.plots]
-    notes = _notes(report)
+        parts += [f"<section id='regression'><h2>Regression</h2><p class='fit'>{esc(fit_sentence(report.fit))}</p>",
+                  _img(folder, "regression.png", "final eval/accuracy against collapse/acr_100, one point per run"),
+                  "</section>"]
+    parts += ["<section id='plots'><h2>Plots</h2>"] + [_img(folder, name, caption) for name, caption in report.plots]
+    parts.append("</section>")
     if notes:
-        parts += ["<h2>Notes</h2><ul>"] + [f"<li>{esc(n)}</li>" for n in notes] + ["</ul>"]
+        parts += ["<section id='notes'><h2>Notes</h2><ul>", *(f"<li>{esc(n)}</li>" for n in notes), "</ul></section>"]
     path.write_text("".join(parts) + "</body></html>\n", encoding="utf-8")
 
 
