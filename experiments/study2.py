@@ -79,7 +79,7 @@ def _restore(keep: Path, out: Path) -> None:
     for path in sorted(keep.glob("*.gz")) if keep.is_dir() else []:
         name, file = path.name.removesuffix(".gz"), None
         for suffix in ("metrics.jsonl", "summary.json", "eval_avg4.json", "timing.json"):
-            if name.endswith("." + suffix):
+            if name.endswith("." + suffix) and not name.startswith("base-s"):  # base-s*.json: beside the runs
                 name, file = name.removesuffix("." + suffix), suffix
         target = out / f"{name}" / file if file else out / name
         if not target.is_file():
@@ -158,7 +158,7 @@ def _arm_table(runs: dict, base: dict) -> None:
             elif col in ("samples", "tokens", "steps"):
                 cells.append(f"{statistics.fmean(values):,.1f}".removesuffix(".0"))
             else:
-                cells.append(f"{statistics.fmean(values):.3f} +- {_se(values):.3f}")
+                cells.append(f"{statistics.fmean(values):.3f}" + (f" +- {_se(values):.3f}" if len(values) > 1 else ""))
         gains = [r["avg@4"] - base[r["seed"]][0] for r in mine if r["seed"] in base]
         print(f"| {arm} | {len(mine)} | " + " | ".join(cells) + f" | {_interval(gains)} |")
     print("\nPer seed, final avg@4 (untrained first):\n")
