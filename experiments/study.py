@@ -277,8 +277,11 @@ def tables(args: argparse.Namespace) -> None:
     sim = out / "sim"
     if sim.is_dir():
         rows = _sim_tables(sim)
-        if keep:  # the figures each table row averages, per run (the runs themselves rerun in minutes)
+        if keep:  # the figures each table row averages, and every run itself (its whole history), one per line
             (keep / "sim_runs.json.gz").write_bytes(gzip.compress(json.dumps(rows, indent=0).encode(), mtime=0))
+            lines = [json.dumps({"file": path.name, **json.loads(path.read_text())})
+                     for path in sorted(sim.glob("*.json"))]
+            (keep / "sim_raw.jsonl.gz").write_bytes(gzip.compress("\n".join(lines).encode() + b"\n", mtime=0))
 
 
 def _fmt(col: str, value: float) -> str:
