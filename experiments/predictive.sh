@@ -9,6 +9,8 @@ set -euo pipefail
 grposcope sweep --out runs/predict/sim --backend simulate --group_sizes 4,8,16 --levels=-3,-2,-1,0,1 \
     --seeds 0,1,2 --max_steps 100 --prompts 5000 --batch_size 64
 grposcope report runs/predict/sim --regress --out runs/predict/sim_report --overwrite
+# The 45 runs' metrics.jsonl and summary.json are kept in experiments/results/predict/sim45/<run>.<file>.gz
+# (rerun 2026-11-26: the same line, 0.739 - 0.537 x acr_100, r = -0.374, p = 0.0115).
 
 # 3b. Embedded model: G x level sweep (4 runs of 12 steps, quickstart settings otherwise; ~25 min on 2 cores).
 grposcope sweep --out runs/sweep16/embedded --group_sizes 4,8 --levels easy,hard --seeds 0 --max_steps 12 \
