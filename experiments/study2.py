@@ -111,14 +111,18 @@ def _runs(out: Path) -> dict[str, dict[str, float]]:
     return runs
 
 
+SAME_RUN_KEYS = ("reward/mean", "collapse/acr", "collapse/acr_post", "completion/mean_length",
+                 "sampler/samples_generated", "sampler/tokens_generated")
+
+
 def _signature(folder: Path) -> tuple:
-    """What two runs share when one is the other run again: every step's rewards, advantages' effect and
-    losses, and every held-out answer (timings left out)."""
+    """What a run shares with another that is the same run again: each step's rewards, collapse and lengths
+    (the tokens drawn), and every held-out answer. Gradients and entropies are left out: two runs of the same
+    code differ there by float rounding (docs/performance.md, "Seeded runs")."""
     from grposcope.logging.jsonl import read_metrics
 
-    steps = [tuple(sorted((k, v) for k, v in line.items() if not k.startswith(("perf/", "time", "wall"))
-                          and isinstance(v, (int, float)) and not k.startswith("avspo/")))
-             for line in read_metrics(folder / "metrics.jsonl") if "collapse/acr" in line]
+    steps = [tuple(line.get(k) for k in SAME_RUN_KEYS) for line in read_metrics(folder / "metrics.jsonl")
+             if "collapse/acr" in line]
     answers = json.loads((folder / "eval_avg4.json").read_text())["records"]
     return tuple(steps), tuple(json.dumps(r, sort_keys=True) for r in answers)
 
