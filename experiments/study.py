@@ -9,6 +9,7 @@ greedy pass@1 and avg@4 (4 samples at T = 1), with the standard error over promp
     python experiments/study.py train --out runs/study          # the runs; finished ones are skipped
     python experiments/study.py simulate --out runs/study/sim   # the simulator at 10,000 prompts, G = 8 and 16
     python experiments/study.py tables --out runs/study         # the tables of docs/results.md, the kept logs
+    python experiments/study.py regress                         # its ACR -> accuracy line, from the kept logs
 
 `train` runs two trainings at a time with one torch thread each (2 cores). A killed run starts again from
 its beginning; runs that finished (their eval file is written) are kept and skipped, so the study can be
@@ -327,6 +328,32 @@ def _sim_tables(sim: Path) -> list[dict]:
     return rows
 
 
+def regress(args: argparse.Namespace) -> None:
+    """Round 1's ACR -> accuracy line (docs/results.md, section 4), from the kept logs, and what it rests on:
+    the fit over the 21 runs, without seed 2, seed 0 alone, each duplicate run once, and with the ACR of steps
+    1-5 instead of the whole run's."""
+    from grposcope.reports.regression import fit_line
+
+    keep = Path(args.keep)
+    runs = {}
+    for path in sorted(keep.glob("*.summary.json.gz")):
+        name = path.name.removesuffix(".summary.json.gz")
+        lines = gzip.decompress((keep / f"{name}.metrics.jsonl.gz").read_bytes()).decode().splitlines()
+        acr = [json.loads(line)["collapse/acr"] for line in lines if '"collapse/acr"' in line]
+        runs[name] = (statistics.fmean(acr), statistics.fmean(acr[:5]),
+                      json.loads(gzip.decompress(path.read_bytes()))["eval/accuracy after"])
+    duplicates = {"avspo-tau0.5-s0", "avspo-tau0.7-s0"}  # avspo's and grpo's runs again, to every figure
+    for label, names, which in (
+            ("all runs, whole-run ACR", list(runs), 0),
+            ("without seed 2", [n for n in runs if not n.endswith("-s2")], 0),
+            ("seed 0 alone", [n for n in runs if n.endswith("-s0")], 0),
+            ("each duplicate once", [n for n in runs if n not in duplicates], 0),
+            ("each duplicate once, ACR of steps 1-5", [n for n in runs if n not in duplicates], 1)):
+        fit = fit_line([runs[n][which] for n in names], [runs[n][2] for n in names])
+        print(f"{label}: n = {fit.n}, greedy accuracy = {fit.intercept:.3f} {fit.slope:+.3f} x ACR, "
+              f"r = {fit.r:+.3f}, p = {fit.p_value:.2g}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -339,8 +366,10 @@ def main() -> None:
     r = sub.add_parser("tables")
     r.add_argument("--out", default="runs/study")
     r.add_argument("--keep", default="experiments/results/study", help="where the gzipped logs go ('' : nowhere)")
+    g = sub.add_parser("regress")
+    g.add_argument("--keep", default="experiments/results/study")
     args = parser.parse_args()
-    {"train": train, "simulate": simulate, "tables": tables}[args.command](args)
+    {"train": train, "simulate": simulate, "tables": tables, "regress": regress}[args.command](args)
 
 
 if __name__ == "__main__":
