@@ -147,7 +147,7 @@ def tables(args: argparse.Namespace) -> None:
 
 def _arm_table(runs: dict, base: dict) -> None:
     cols = ["steps", "ACR", "ACR 1-5", "acr_post", "greedy", "avg@4", "samples", "tokens"]
-    print("\nPer arm, mean over seeds (+- the SE over seeds; avg@4 with its 95% t interval):\n")
+    print("\nPer arm, mean over seeds (+- the SE over seeds; avg@4 and its gain with their 95% t intervals):\n")
     print("| arm | seeds | " + " | ".join(cols) + " | avg@4 - untrained |")
     print("|---|---|" + "---|" * (len(cols) + 1))
     for arm in ARMS:
