@@ -10,7 +10,6 @@ Notation: B prompts, G completions per prompt, N = B * G sequences, T completion
 from __future__ import annotations
 
 import logging
-import math
 import statistics
 from collections import deque
 from typing import Any, Sequence
@@ -18,6 +17,10 @@ from typing import Any, Sequence
 import torch
 
 from ._tensors import DEFAULT_CHUNK_ROWS, check_rewards, group_std, map_rows, weighted_sum
+from .alarms import ADVICE as ALARM_ADVICE
+from .alarms import AlarmRules, Alarms, alarm_window
+
+__all__ = ["ALARM_ADVICE", "alarm_window"]  # the alarms' rules live in alarms.py; these names stay importable here
 
 logger = logging.getLogger("grposcope")
 
@@ -90,26 +93,6 @@ def token_entropy(logits: torch.Tensor, chunk_rows: int = DEFAULT_CHUNK_ROWS) ->
     return map_rows(logits, entropy_rows, chunk_rows)
 
 
-def alarm_window(run_steps: int | None, longest: int = 50, shortest: int = 5, share: float = 0.1) -> int:
-    """Consecutive steps an alarm waits for, fitted to the run's length: a tenth of the run, at least
-    `shortest` and at most `longest` (the paper's 50 steps, which a run of fewer than 50 steps never reaches).
-    30 steps -> 5, 200 -> 20, 500 or more -> 50; None (length unknown) -> `longest`."""
-    if run_steps is None or run_steps <= 0:
-        return longest
-    return max(shortest, min(longest, math.ceil(round(run_steps * share, 9))))  # round: 30 * 0.1 = 3.0000000004
-
-
-class _Streak:
-    """Counts consecutive steps on which a condition held."""
-
-    def __init__(self) -> None:
-        self.length = 0
-
-    def update(self, holds: bool) -> int:
-        self.length = self.length + 1 if holds else 0
-        return self.length
-
-
 class CollapseMonitor:
     """Tracks the ACR family and the health alarms across the steps of a run.
 
@@ -166,11 +149,19 @@ class CollapseMonitor:
         self.early_acr_sum = 0.0
         self.early_count = 0
         self.window: deque[float] = deque(maxlen=volatility_window)
-        self.streaks = {"stagnation": _Streak(), "entropy_collapse": _Streak(), "no_signal": _Streak()}
-        self.active = {"stagnation": False, "entropy_collapse": False, "kl_drift": False, "no_signal": False}
+        # the alarms' rules and streaks: core/alarms.py, shared with `grposcope diagnose`
+        self.alarms = Alarms(AlarmRules(stagnation_acr, stagnation_steps, entropy_floor, entropy_steps, kl_bound,
+                                        no_signal_steps))
         self.no_signal_seen = 0  # steps whose advantages were all zero, since the run began
-        self.entropy_was_above = False  # the entropy has been at or above entropy_floor (it can collapse)
-        self.fired: list[tuple[int, str]] = []  # (step, alarm) at every onset
+
+    @property
+    def fired(self) -> list[tuple[int, str]]:
+        """(step, alarm) at every onset."""
+        return self.alarms.fired
+
+    @property
+    def active(self) -> dict[str, bool]:
+        return self.alarms.active
 
     def update(
         self,
@@ -212,26 +203,12 @@ class CollapseMonitor:
             self.no_signal_seen += no_signal
             metrics["collapse/no_signal_steps"] = float(self.no_signal_seen)
         metrics.update(self._alarms(acr, entropy, kl, no_signal))
-        metrics["collapse/no_signal_streak"] = float(self.streaks["no_signal"].length)
+        metrics["collapse/no_signal_streak"] = float(self.alarms.streaks["no_signal"])
         return metrics
 
     def _alarms(self, acr: float, entropy: float | None, kl: float | None, no_signal: bool | None
                 ) -> dict[str, float]:
-        now = dict(self.active)  # an unmeasured signal keeps its alarm as it was
-        now["stagnation"] = self.streaks["stagnation"].update(acr > self.stagnation_acr) >= self.stagnation_steps
-        if entropy is not None:
-            self.entropy_was_above = self.entropy_was_above or entropy >= self.entropy_floor
-            low = self.streaks["entropy_collapse"].update(self.entropy_was_above and entropy < self.entropy_floor)
-            now["entropy_collapse"] = low > self.entropy_steps
-        if kl is not None:
-            now["kl_drift"] = kl > self.kl_bound
-        if no_signal is not None:
-            now["no_signal"] = self.streaks["no_signal"].update(no_signal) >= self.no_signal_steps
-        for name, on in now.items():
-            if on and not self.active[name]:
-                self.fired.append((self.step, name))
-                logger.warning("grposcope alarm at step %d: %s. %s", self.step, name, ALARM_ADVICE[name])
-            self.active[name] = on
+        now = self.alarms.update(self.step, acr, entropy, kl, no_signal)
         return {f"alarm/{name}": float(on) for name, on in now.items()}
 
     def state_dict(self) -> dict[str, Any]:
@@ -243,11 +220,8 @@ class CollapseMonitor:
             "early_acr_sum": self.early_acr_sum,
             "early_count": self.early_count,
             "window": list(self.window),
-            "streaks": {name: s.length for name, s in self.streaks.items()},
-            "active": dict(self.active),
-            "fired": [list(f) for f in self.fired],
+            **self.alarms.state_dict(),  # streaks, active, fired, entropy_was_above
             "no_signal_seen": self.no_signal_seen,
-            "entropy_was_above": self.entropy_was_above,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -258,25 +232,8 @@ class CollapseMonitor:
         self.early_acr_sum = float(state["early_acr_sum"])
         self.early_count = int(state["early_count"])
         self.window = deque(state["window"], maxlen=self.volatility_window)
-        for name, length in state["streaks"].items():
-            self.streaks[name].length = int(length)
-        self.active.update({name: bool(on) for name, on in state["active"].items()})  # older: no no_signal
-        self.fired = [(int(step), str(name)) for step, name in state["fired"]]
+        self.alarms.load_state_dict(state)
         self.no_signal_seen = int(state.get("no_signal_seen", 0))
-        self.entropy_was_above = bool(state.get("entropy_was_above", True))  # older checkpoints: as before
-
-
-ALARM_ADVICE = {
-    "stagnation": "Most groups have identical rewards, so most prompts give no gradient: try use_avspo=True, "
-    "sampler='dynamic' or 'reinforce_ada', a larger num_generations, or easier prompts.",
-    "entropy_collapse": "The policy has become nearly deterministic: consider a higher temperature, "
-    "clip-higher (epsilon_high=0.28) or an entropy bonus.",
-    "kl_drift": "The policy has moved far from the reference: consider a larger beta or a lower learning rate.",
-    "no_signal": "Several steps in a row had no gradient (every group's rewards were equal), so nothing was "
-    "learned from them; with skip_no_signal_steps=False AdamW kept moving the weights anyway. Try "
-    "use_avspo=True, sampler='dynamic' or 'reinforce_ada', a larger num_generations, or prompts nearer the "
-    "model's level.",
-}
 
 
 def _population_std(values: deque[float]) -> float:

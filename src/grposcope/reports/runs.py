@@ -17,10 +17,11 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..diagnose.runlog import ACCURACY, Run
 from ..logging.jsonl import read_metrics
 from .rollouts import plural, step_span
 
@@ -39,43 +40,8 @@ TRL_NAMES = {
 TRL_ZERO_STD = "frac_reward_zero_std"
 # TRL evaluates with its own eval loop: the held-out mean reward stands for accuracy (0/1 rewards make it one).
 TRL_EVAL_REWARD = "eval_reward"
-ACCURACY = "eval/accuracy"
+
 ACR_100_STEPS = 100  # as collapse/acr_100: the mean ACR over the first 100 steps
-
-
-@dataclass
-class Run:
-    """One run's per-step series and the figures of its end."""
-
-    name: str
-    path: Path
-    source: str  # "grposcope", "trl", "verl", or "simulate" (a sweep's simulated run)
-    steps: list[int]
-    series: dict[str, list[float]]
-    eval_before: float | None = None  # held-out accuracy before the first step (step 0)
-    wall_time_s: float | None = None
-    notes: list[str] = field(default_factory=list)  # what the reader had to assume, shown in the report
-    found: str = ""  # what was read, said to the user ("a stock TRL output folder (...)")
-    steps_trained: int | None = None  # a stock run whose rollouts cover part of it: the steps it trained
-
-    def values(self, name: str) -> list[float]:
-        """The series `name`, NaN where a step did not log it; all NaN when the run never logged it."""
-        return self.series.get(name, [math.nan] * len(self.steps))
-
-    def has(self, name: str) -> bool:
-        return any(math.isfinite(v) for v in self.values(name))
-
-    def points(self, name: str) -> tuple[list[int], list[float]]:
-        """(steps, values) of the steps that logged a finite `name`."""
-        pairs = [(s, v) for s, v in zip(self.steps, self.values(name)) if math.isfinite(v)]
-        return [s for s, _ in pairs], [v for _, v in pairs]
-
-    def accuracy_points(self) -> tuple[list[int], list[float]]:
-        """Held-out accuracy against step, the evaluation before training as step 0."""
-        steps, values = self.points(ACCURACY)
-        if self.eval_before is not None and math.isfinite(self.eval_before):
-            steps, values = [0, *steps], [self.eval_before, *values]
-        return steps, values
 
 
 def run_kind(path: Path) -> str | None:

@@ -1,0 +1,127 @@
+"""The four alarms of a run (stagnation, entropy collapse, KL drift, no signal): their rules, in one place.
+
+`Alarms` is fed one step's figures at a time. The collapse monitor feeds it while a run trains (grposcope's
+trainer, the TRL and verl integrations), and `grposcope diagnose` replays a logged run through it (`replay`):
+the detectors `advantage_collapse`, `entropy_collapse`, `kl_drift` and `no_signal_steps` build on these rules, so
+"entropy collapsed" means the same in a live run's `alarm/entropy_collapse` and in a finding read from its logs.
+The rules and their thresholds are in docs/metrics.md ("Alarms"); why each, in docs/diagnose.md.
+
+Pure Python (no torch): the diagnosis of logs imports it without loading a tensor library.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+logger = logging.getLogger("grposcope")
+
+NAMES = ("stagnation", "entropy_collapse", "kl_drift", "no_signal")
+
+
+def alarm_window(run_steps: int | None, longest: int = 50, shortest: int = 5, share: float = 0.1) -> int:
+    """Consecutive steps an alarm waits for, fitted to the run's length: a tenth of the run, at least
+    `shortest` and at most `longest` (the paper's 50 steps, which a run of fewer than 50 steps never reaches).
+    30 steps -> 5, 200 -> 20, 500 or more -> 50; None (length unknown) -> `longest`."""
+    if run_steps is None or run_steps <= 0:
+        return longest
+    return max(shortest, min(longest, math.ceil(round(run_steps * share, 9))))  # round: 30 * 0.1 = 3.0000000004
+
+
+@dataclass(frozen=True)
+class AlarmRules:
+    """The thresholds (CollapseMonitor's parameters of the same names)."""
+
+    stagnation_acr: float = 0.35
+    stagnation_steps: int = 50
+    entropy_floor: float = 0.5
+    entropy_steps: int = 50
+    kl_bound: float = 0.5
+    no_signal_steps: int = 5
+
+
+class Alarms:
+    """The alarms' streaks and states across a run's steps. `update` returns {name: on} for the step; a signal
+    passed as None was not measured that step and leaves its alarm as it was. `fired` lists (step, name) at
+    every onset."""
+
+    def __init__(self, rules: AlarmRules = AlarmRules(), warn: bool = True) -> None:
+        self.rules = rules
+        self.warn = warn  # log a warning at each onset (the trainers); a replay of a log does not
+        self.streaks = {"stagnation": 0, "entropy_collapse": 0, "no_signal": 0}
+        self.active = {name: False for name in NAMES}
+        self.entropy_was_above = False  # the entropy has been at or above the floor (so it can fall)
+        self.fired: list[tuple[int, str]] = []
+
+    def _streak(self, name: str, holds: bool) -> int:
+        self.streaks[name] = self.streaks[name] + 1 if holds else 0
+        return self.streaks[name]
+
+    def update(self, step: int, acr: float | None, entropy: float | None = None, kl: float | None = None,
+               no_signal: bool | None = None) -> dict[str, bool]:
+        r = self.rules
+        now = dict(self.active)
+        if acr is not None:
+            now["stagnation"] = self._streak("stagnation", acr > r.stagnation_acr) >= r.stagnation_steps
+        if entropy is not None:
+            # a collapse is a fall: a policy that starts below the floor on a task never raises it
+            self.entropy_was_above = self.entropy_was_above or entropy >= r.entropy_floor
+            low = self._streak("entropy_collapse", self.entropy_was_above and entropy < r.entropy_floor)
+            now["entropy_collapse"] = low > r.entropy_steps
+        if kl is not None:
+            now["kl_drift"] = kl > r.kl_bound
+        if no_signal is not None:
+            now["no_signal"] = self._streak("no_signal", no_signal) >= r.no_signal_steps
+        for name, on in now.items():
+            if on and not self.active[name]:
+                self.fired.append((step, name))
+                if self.warn:
+                    logger.warning("grposcope alarm at step %d: %s. %s", step, name, ADVICE[name])
+            self.active[name] = on
+        return now
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"streaks": dict(self.streaks), "active": dict(self.active), "fired": [list(f) for f in self.fired],
+                "entropy_was_above": self.entropy_was_above}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for name, length in state["streaks"].items():
+            self.streaks[name] = int(length)
+        self.active.update({name: bool(on) for name, on in state["active"].items()})  # older: no no_signal
+        self.fired = [(int(step), str(name)) for step, name in state["fired"]]
+        self.entropy_was_above = bool(state.get("entropy_was_above", True))  # older checkpoints: as before
+
+
+def _value(v: float | None) -> float | None:
+    return v if v is not None and math.isfinite(v) else None
+
+
+def replay(steps: Iterable[int], acr: Iterable[float], entropy: Iterable[float], kl: Iterable[float],
+           no_signal: Iterable[float], rules: AlarmRules) -> dict[str, list[int]]:
+    """A logged run through the alarms: {name: the steps it was on}. Series aligned with `steps`, NaN where a
+    step did not log the signal (the alarm keeps its state, as in a live run); `no_signal` holds 1.0 for a step
+    without signal, 0.0 for one with, NaN for unknown."""
+    alarms = Alarms(rules, warn=False)
+    on: dict[str, list[int]] = {name: [] for name in NAMES}
+    for step, a, e, k, n in zip(steps, acr, entropy, kl, no_signal):
+        n = _value(n)
+        state = alarms.update(step, _value(a), _value(e), _value(k), None if n is None else n >= 0.5)
+        for name, active in state.items():
+            if active:
+                on[name].append(step)
+    return on
+
+
+ADVICE = {
+    "stagnation": "Most groups have identical rewards, so most prompts give no gradient: try use_avspo=True, "
+    "sampler='dynamic' or 'reinforce_ada', a larger num_generations, or easier prompts.",
+    "entropy_collapse": "The policy has become nearly deterministic: consider a higher temperature, "
+    "clip-higher (epsilon_high=0.28) or an entropy bonus.",
+    "kl_drift": "The policy has moved far from the reference: consider a larger beta or a lower learning rate.",
+    "no_signal": "Several steps in a row had no gradient (every group's rewards were equal), so nothing was "
+    "learned from them; with skip_no_signal_steps=False AdamW kept moving the weights anyway. Try "
+    "use_avspo=True, sampler='dynamic' or 'reinforce_ada', a larger num_generations, or prompts nearer the "
+    "model's level.",
+}

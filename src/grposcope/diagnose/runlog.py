@@ -1,0 +1,55 @@
+"""One run's logged series, whichever trainer or logger wrote them: what the readers produce, and what the
+detectors, the report and the live diagnosis read.
+
+Notation: `series[name]` is aligned with `steps` (sorted, each step once); a step that did not log `name` holds
+NaN. Names are the catalogue's canonical names (catalogue.py); keys it does not know keep their own spelling
+and are listed in `unknown`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ACCURACY = "eval/accuracy"
+
+
+@dataclass
+class Run:
+    """One run's per-step series and the figures of its end."""
+
+    name: str
+    path: Path
+    source: str  # "grposcope", "trl", "verl", "simulate", or the log format read ("tensorboard", "wandb", ...)
+    steps: list[int]
+    series: dict[str, list[float]]
+    eval_before: float | None = None  # held-out accuracy before the first step (step 0)
+    wall_time_s: float | None = None
+    notes: list[str] = field(default_factory=list)  # what the reader had to assume, shown in the report
+    found: str = ""  # what was read, said to the user ("a stock TRL output folder (...)")
+    steps_trained: int | None = None  # a stock run whose rollouts cover part of it: the steps it trained
+    unknown: dict[str, int] = field(default_factory=dict)  # keys the catalogue does not know -> values seen
+    problems: list[str] = field(default_factory=list)  # one line per bad file or bad value, the rest still read
+    config: dict[str, Any] = field(default_factory=dict)  # what the log says of the run's settings
+    from_rollouts: bool = False  # the ACR family was computed from the run's rollouts (per group)
+
+    def values(self, name: str) -> list[float]:
+        """The series `name`, NaN where a step did not log it; all NaN when the run never logged it."""
+        return self.series.get(name, [math.nan] * len(self.steps))
+
+    def has(self, name: str) -> bool:
+        return any(math.isfinite(v) for v in self.values(name))
+
+    def points(self, name: str) -> tuple[list[int], list[float]]:
+        """(steps, values) of the steps that logged a finite `name`."""
+        pairs = [(s, v) for s, v in zip(self.steps, self.values(name)) if math.isfinite(v)]
+        return [s for s, _ in pairs], [v for _, v in pairs]
+
+    def accuracy_points(self) -> tuple[list[int], list[float]]:
+        """Held-out accuracy against step, the evaluation before training as step 0."""
+        steps, values = self.points(ACCURACY)
+        if self.eval_before is not None and math.isfinite(self.eval_before):
+            steps, values = [0, *steps], [self.eval_before, *values]
+        return steps, values

@@ -1,0 +1,134 @@
+"""Robust statistics the detectors decide with.
+
+- Trends: Theil-Sen slope (the median of pairwise slopes: a few wild steps cannot tilt it, unlike least squares)
+  with the Mann-Kendall test (Kendall's tau between step and value: is there a monotone trend at all?), both
+  from scipy.stats. A series longer than `MAX_POINTS` is first reduced to the medians of equal-count bins, so a
+  100,000-step log costs as much as a 400-step one (Theil-Sen is quadratic in the points) and the test's p-value
+  is not made tiny by sheer length: 400 bins of a long run ask "is the run-scale trend real", not "is a slope
+  of 1e-9 per step non-zero".
+- Levels: medians of a head or tail share of the run, never a single step.
+- Spikes: the robust z-score of log values against a rolling median and the median absolute deviation.
+
+Notation: `x` steps, `y` values, both finite and of equal length n.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+MAX_POINTS = 400  # bins a long series is reduced to before a trend is fitted
+MAD_SCALE = 1.4826  # MAD * this estimates the standard deviation of normal data
+
+
+@dataclass(frozen=True)
+class Trend:
+    slope: float  # Theil-Sen slope, value per step
+    intercept: float
+    tau: float  # Kendall's tau between step and value, in [-1, 1]
+    p: float  # two-sided Mann-Kendall p-value (1.0 when it cannot be computed)
+    n: int  # points fitted (after binning)
+
+    def rising(self, alpha: float = 0.01) -> bool:
+        return self.p < alpha and self.slope > 0
+
+    def falling(self, alpha: float = 0.01) -> bool:
+        return self.p < alpha and self.slope < 0
+
+    def at(self, step: float) -> float:
+        return self.intercept + self.slope * step
+
+
+FLAT = Trend(0.0, 0.0, 0.0, 1.0, 0)
+
+
+def finite(x: list[int] | np.ndarray, y: list[float] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs whose value is finite.  -> (x (n,), y (n,))."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    keep = np.isfinite(y)
+    return x[keep], y[keep]
+
+
+def binned(x: np.ndarray, y: np.ndarray, max_points: int = MAX_POINTS) -> tuple[np.ndarray, np.ndarray]:
+    """At most `max_points` points: the medians of equal-count consecutive bins (x and y binned alike)."""
+    if len(y) <= max_points:
+        return x, y
+    edges = np.linspace(0, len(y), max_points + 1).astype(int)
+    xs = np.array([np.median(x[a:b]) for a, b in zip(edges[:-1], edges[1:])])
+    ys = np.array([np.median(y[a:b]) for a, b in zip(edges[:-1], edges[1:])])
+    return xs, ys
+
+
+def trend(x: np.ndarray, y: np.ndarray) -> Trend:
+    """Theil-Sen slope and Mann-Kendall test of y against x; FLAT with fewer than 4 points or a constant y."""
+    from scipy import stats
+
+    x, y = binned(*finite(x, y))
+    if len(y) < 4 or np.ptp(y) == 0 or np.ptp(x) == 0:
+        return Trend(0.0, float(np.median(y)) if len(y) else 0.0, 0.0, 1.0, len(y))
+    slope, intercept, _, _ = stats.theilslopes(y, x)
+    tau, p = stats.kendalltau(x, y)
+    p = float(p) if p is not None and math.isfinite(p) else 1.0
+    return Trend(float(slope), float(intercept), float(tau) if math.isfinite(tau) else 0.0, p, len(y))
+
+
+def head(y: np.ndarray, share: float = 0.1, least: int = 3) -> np.ndarray:
+    """The first `share` of the values (at least `least`, at most all)."""
+    return y[: min(len(y), max(least, int(math.ceil(len(y) * share))))]
+
+
+def tail(y: np.ndarray, share: float = 0.25, least: int = 3) -> np.ndarray:
+    """The last `share` of the values (at least `least`, at most all)."""
+    return y[-min(len(y), max(least, int(math.ceil(len(y) * share)))):]
+
+
+def level(y: np.ndarray) -> float:
+    """The median, NaN for no values."""
+    return float(np.median(y)) if len(y) else math.nan
+
+
+def mad(y: np.ndarray) -> float:
+    """Median absolute deviation, scaled to a standard deviation."""
+    return float(MAD_SCALE * np.median(np.abs(y - np.median(y)))) if len(y) else math.nan
+
+
+def rolling_median(y: np.ndarray, window: int) -> np.ndarray:
+    """The median of the `window` values before each one (itself excluded); NaN where none came before."""
+    out = np.full(len(y), np.nan)
+    if len(y) < 2:
+        return out
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    if len(y) > window:
+        out[window:] = np.median(sliding_window_view(y[:-1], window), axis=1)
+    for i in range(1, min(window, len(y))):
+        out[i] = np.median(y[:i])
+    return out
+
+
+def streak_starts(mask: np.ndarray, length: int) -> list[int]:
+    """Indices where a run of at least `length` consecutive True values begins."""
+    starts, run = [], 0
+    for i, on in enumerate(mask):
+        run = run + 1 if on else 0
+        if run == length:
+            starts.append(i - length + 1)
+    return starts
+
+
+def longest_streak(mask: np.ndarray) -> int:
+    best = run = 0
+    for on in mask:
+        run = run + 1 if on else 0
+        best = max(best, run)
+    return best
+
+
+def crossing(t: Trend, target: float, after: float) -> float | None:
+    """The step at which the fitted line reaches `target`, if it heads there after step `after`; else None."""
+    if t.slope == 0:
+        return None
+    step = (target - t.intercept) / t.slope
+    return step if step > after else None
