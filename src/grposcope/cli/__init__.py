@@ -4,13 +4,14 @@
     grposcope train --config run.yaml --num_generations 16 --use_avspo true
     grposcope eval --model output/quickstart/model --dataset arithmetic
     grposcope simulate --sampler fixed,dynamic
+    grposcope diagnose output/quickstart                # findings from any run's logs
     grposcope report output/quickstart --out report
     grposcope sweep --out runs/sweep --group_sizes 4,8 --levels easy,hard
 """
 
 from __future__ import annotations
 
-from . import audit, eval, forecast, report, simulate, sweep, train  # noqa: F401  (register the commands)
+from . import audit, diagnose, eval, forecast, report, simulate, sweep, train  # noqa: F401  (register the commands)
 from .app import app
 from .options import coerce, coerce_all, parse_overrides, read_yaml
 

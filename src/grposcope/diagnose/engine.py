@@ -39,6 +39,7 @@ class View:
         self.run = run
         self.options = options
         self._cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self.memo: dict[str, Any] = {}  # what several detectors compute once (the alarms' replay)
         self.last_step = max(run.steps) if run.steps else 0
 
     def __getitem__(self, name: str) -> tuple[np.ndarray, np.ndarray]:

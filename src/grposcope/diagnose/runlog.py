@@ -34,6 +34,7 @@ class Run:
     problems: list[str] = field(default_factory=list)  # one line per bad file or bad value, the rest still read
     config: dict[str, Any] = field(default_factory=dict)  # what the log says of the run's settings
     from_rollouts: bool = False  # the ACR family was computed from the run's rollouts (per group)
+    nonfinite: dict[str, list[int]] = field(default_factory=dict)  # name -> steps that logged NaN or +-inf
 
     def values(self, name: str) -> list[float]:
         """The series `name`, NaN where a step did not log it; all NaN when the run never logged it."""

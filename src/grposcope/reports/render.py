@@ -28,6 +28,7 @@ class Report:
     regression_points: list[tuple[str, float, float]] | None = None  # (run, acr_100, final accuracy)
     skipped: list[str] | None = None  # runs left out of the regression, and why
     unread: list[str] = field(default_factory=list)  # paths given that could not be read, and why
+    diagnoses: list = field(default_factory=list)  # grposcope diagnose's findings, one Diagnosis per run
 
 
 def regression_inputs(runs: list[Run], figures: list[RunFigures]) -> tuple[list[tuple[str, float, float]], list[str]]:
@@ -129,8 +130,12 @@ def _notes(report: Report) -> list[str]:
 def write_markdown(report: Report, path: Path) -> None:
     lines = ["# grposcope report", "", f"{len(report.runs)} run(s); written {time.strftime('%Y-%m-%d %H:%M')}.",
              "Accuracy is held-out pass@1; the best includes the evaluation before training. acr_100 is the "
-             "mean ACR over the first 100 steps (docs/metrics.md).", "",
-             "| " + " | ".join(COLUMNS) + " |", "|" + "|".join("---" for _ in COLUMNS) + "|"]
+             "mean ACR over the first 100 steps (docs/metrics.md).", ""]
+    if report.diagnoses:  # first: what is wrong, before the figures (grposcope diagnose's findings)
+        from ..diagnose.render import markdown
+
+        lines += [markdown(report.diagnoses), ""]
+    lines += ["| " + " | ".join(COLUMNS) + " |", "|" + "|".join("---" for _ in COLUMNS) + "|"]
     lines += ["| " + " | ".join(cell.replace("|", "/") for cell in row) + " |" for row in table_rows(report)]
     if report.fit is not None:
         lines += ["", "## Regression", "", fit_sentence(report.fit) + ".", "", "![regression](regression.png)"]
@@ -199,11 +204,23 @@ def _alarms_html(report: Report) -> str:
             f"<tbody>{rows}</tbody></table></div></section>")
 
 
+def _findings_count(report: Report) -> str:
+    counts = [sum(f.severity == s for d in report.diagnoses for f in d.findings) for s in ("critical", "warning")]
+    return f"{counts[0]} critical, {counts[1]} warning"
+
+
+def _findings_html(report: Report) -> str:
+    from ..diagnose.render import html_section
+
+    return html_section(report.diagnoses) if report.diagnoses else ""
+
+
 def _contents_html(report: Report, notes: list[str]) -> str:
     """Links to every section and plot, and to every run's row: with many runs, the way to one of them."""
     esc = html.escape
     alarms = sum(len(f.alarms) for f in report.figures)
-    items = [f"<li><a href='#summary'>Summary</a>: {len(report.runs)} run(s)</li>",
+    items = [f"<li><a href='#findings'>Findings</a>: {_findings_count(report)}</li>"] if report.diagnoses else []
+    items += [f"<li><a href='#summary'>Summary</a>: {len(report.runs)} run(s)</li>",
              f"<li><a href='#alarms'>Alarms</a>: {alarms or 'none'}"
              f"{'' if not alarms else ' in ' + str(sum(bool(f.alarms) for f in report.figures)) + ' run(s)'}</li>"]
     if report.fit is not None:
@@ -228,7 +245,7 @@ def write_html(report: Report, folder: Path, path: Path) -> None:
              f"<style>{_STYLE}</style></head><body><h1>grposcope report</h1>",
              f"<p>{len(report.runs)} run(s); written {esc(time.strftime('%Y-%m-%d %H:%M'))}. Accuracy is held-out "
              "pass@1; the best includes the evaluation before training. acr_100 is the mean ACR over the first "
-             "100 steps.</p>", _contents_html(report, notes),
+             "100 steps.</p>", _contents_html(report, notes), _findings_html(report),
              "<section id='summary'><h2>Summary</h2>", _table_html(report), "</section>", _alarms_html(report)]
     if report.fit is not None:
         parts += [f"<section id='regression'><h2>Regression</h2><p class='fit'>{esc(fit_sentence(report.fit))}</p>",
@@ -255,6 +272,9 @@ def build_report(runs: list[Run], out: Path, regress: bool, entropy_floor: float
     if report.fit is not None:
         points = report.regression_points
         plot_regression(runs, [p[1] for p in points], [p[2] for p in points], report.fit, out)
+    from ..diagnose import Options, diagnose
+
+    report.diagnoses = [diagnose(run, Options(entropy_floor=entropy_floor, kl_bound=kl_bound)) for run in runs]
     write_steps_csv(runs, out / "steps.csv")
     write_markdown(report, out / "report.md")
     write_html(report, out, out / "report.html")

@@ -51,3 +51,50 @@ def register(cls: type[Detector]) -> type[Detector]:
     DETECTORS.register(cls.name)(cls)
     return cls
 
+
+
+def alarm_rules(view: "View"):
+    """The alarms' rules (core/alarms.py) with the user's floor and bound, their windows fitted to the logged run
+    as the trainers fit them (a tenth of the run, 5 to 50 steps)."""
+    from ...core.alarms import AlarmRules, alarm_window
+
+    window = alarm_window(len(view.run.steps))
+    return AlarmRules(stagnation_steps=window, entropy_floor=view.options.entropy_floor, entropy_steps=window,
+                      kl_bound=view.options.kl_bound)
+
+
+def alarm_steps(view: "View", name: str) -> list[int]:
+    """The steps on which alarm `name` is on when the run's log is replayed through the alarms' rules."""
+    from ...core.alarms import replay
+    from .. import catalogue as c
+    from ..cost import no_signal_mask
+
+    run = view.run
+    if "alarms" not in view.memo:
+        known = [run.values(c.GRAD_NORM), run.values(c.SKIPPED_NO_SIGNAL), run.values(c.ACR_POST)]
+        empty = no_signal_mask(view)
+        no_signal = [float(e) if any(v[i] == v[i] for v in known) else float("nan") for i, e in enumerate(empty)]
+        view.memo["alarms"] = replay(run.steps, run.values(c.ACR), run.values(c.ENTROPY), run.values(c.KL),
+                                        no_signal, alarm_rules(view))
+    return view.memo["alarms"][name]
+
+
+def spans(steps: list[int] | "object") -> str:
+    """`1, 3-5, 7-8` for [1, 3, 4, 5, 7, 8]; long lists cut after 8 spans."""
+    steps = [int(s) for s in steps]
+    out, start, prev = [], None, None
+    for s in steps:
+        if start is None:
+            start = prev = s
+        elif s == prev + 1:
+            prev = s
+        else:
+            out.append(f"{start}" if start == prev else f"{start}-{prev}")
+            start = prev = s
+    if start is not None:
+        out.append(f"{start}" if start == prev else f"{start}-{prev}")
+    return ", ".join(out[:8]) + (f", ... ({len(out) - 8} more)" if len(out) > 8 else "")
+
+
+def p_text(p: float) -> str:
+    return "p < 1e-4" if p < 1e-4 else f"p = {p:.2g}"

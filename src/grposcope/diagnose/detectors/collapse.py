@@ -1,1 +1,192 @@
-"""(filled in below)"""
+"""Groups and steps that bought no gradient: `advantage_collapse` and `no_signal_steps`."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import catalogue as c
+from .. import stats
+from ..cost import no_signal_mask
+from ..findings import ACR_PAPER, DAPO, REINFORCE_ADA, Fix
+from .base import Detector, alarm_rules, alarm_steps, register, spans
+
+# advantage_collapse: the median collapsed share over the last quarter of the run. At a share f a run generates
+# 1 / (1 - f) completions per completion that carries gradient: 0.30 -> 1.4x, 0.50 -> 2x, 0.75 -> 4x.
+COLLAPSE_INFO, COLLAPSE_WARNING, COLLAPSE_CRITICAL = 0.30, 0.50, 0.75
+REGIME_SHARE = 0.6  # one side (all-wrong or all-correct) holding this share of the collapsed groups names the regime
+ASSUMED_G = 8  # completions per prompt when neither the log nor --num_generations says (TRL's default)
+MITIGATED_POST = 0.30  # acr_post at or below this (and at most half the ACR): a sampler or AVSPO is handling it
+
+TOO_HARD = Fix(
+    grposcope="use_avspo=True (virtual samples give all-wrong groups a gradient); or sampler='reinforce_ada' with "
+    "advantage_estimator='pool', or sampler='budgeted'; a larger num_generations; easier prompts",
+    trl="num_generations up (e.g. 16); drop prompts the model never solves; or import GRPOTrainer from "
+    "grposcope.integrations.trl and set use_avspo=True",
+    verl="algorithm.filter_groups.enable=True (DAPO dynamic sampling); actor_rollout_ref.rollout.n up; with grposcope "
+    "installed, algorithm.adv_estimator=avspo",
+)
+TOO_EASY = Fix(
+    grposcope="sampler='dynamic' (drops collapsed groups and refills the batch) or sampler='budgeted'; drop solved "
+    "prompts or move to harder ones",
+    trl="remove solved prompts from the dataset or use harder data; or import GRPOTrainer from "
+    "grposcope.integrations.trl and set sampler='dynamic'",
+    verl="algorithm.filter_groups.enable=True, algorithm.filter_groups.metric=acc; harder data",
+)
+
+
+def _estimated_acr(view) -> tuple[np.ndarray, np.ndarray, int, str] | None:
+    """Without a logged collapse share: p^G + (1-p)^G from the mean of a reward bounded in [0, 1]. A lower bound:
+    prompts differ in pass rate and the function is convex, so the batch's mean pass rate understates it."""
+    x, p = view[c.REWARD]
+    if len(p) < 4 or p.min() < 0 or p.max() > 1:
+        return None
+    g = view.setting("num_generations")
+    how = "num_generations" if g else f"assumed {ASSUMED_G} (TRL's default; --num_generations sets it)"
+    g = int(g or ASSUMED_G)
+    return x, p**g + (1 - p) ** g, g, how
+
+
+def _split(view, recent_steps: np.ndarray) -> tuple[float, float, str]:
+    """(all-wrong share, all-correct share, how) of the collapsed groups over the recent steps."""
+    xw, wrong = view[c.ACR_ALL_WRONG]
+    xc, right = view[c.ACR_ALL_CORRECT]
+    if len(wrong) and len(right):
+        keep_w, keep_c = np.isin(xw, recent_steps), np.isin(xc, recent_steps)
+        w, r = float(wrong[keep_w].sum()), float(right[keep_c].sum())
+        how = "per group, from the rollouts" if view.run.from_rollouts else "as logged (collapse/acr_all_*)"
+        return (w / (w + r), r / (w + r), how) if w + r > 0 else (0.5, 0.5, how)
+    x, p = view[c.REWARD]
+    if len(p) and p.min() >= 0 and p.max() <= 1:
+        p_recent = float(np.median(p[np.isin(x, recent_steps)])) if np.isin(x, recent_steps).any() else float(p[-1])
+        g = int(view.setting("num_generations") or ASSUMED_G)
+        a, b = (1 - p_recent) ** g, p_recent**g
+        return (a / (a + b), b / (a + b), f"estimated from the mean reward {p_recent:.3f} with G = {g} "
+                "(p^G all-correct against (1-p)^G all-wrong)") if a + b > 0 else (0.5, 0.5, "")
+    return 0.5, 0.5, ""
+
+
+@register
+class AdvantageCollapse(Detector):
+    name = "advantage_collapse"
+    summary = "groups whose completions all got the same reward (zero advantage), split into all-wrong and all-correct"
+    needs = ((c.ACR, c.REWARD),)
+    fix = TOO_HARD
+    refs = (ACR_PAPER, DAPO, REINFORCE_ADA)
+
+    def detect(self, view):
+        logged = view.has(c.ACR, 4)
+        if logged:
+            x, acr = view[c.ACR]
+            basis = "collapse/acr" + (" (TRL's frac_reward_zero_std)" if view.run.source == "trl" else "")
+        else:
+            estimate = _estimated_acr(view)
+            if estimate is None:
+                return []
+            x, acr, g, how = estimate
+            basis = f"estimated from the mean reward as p^G + (1-p)^G, a lower bound (G = {g}: {how})"
+        recent = stats.tail(acr, 0.25)
+        f = stats.level(recent)
+        if f < COLLAPSE_INFO:
+            return []
+        severity = "critical" if f >= COLLAPSE_CRITICAL else "warning" if f >= COLLAPSE_WARNING else "info"
+        recent_steps = stats.tail(x, 0.25)
+        wrong, right, how = _split(view, recent_steps)
+        regime = "all-wrong" if wrong >= REGIME_SHARE else "all-correct" if right >= REGIME_SHARE else "mixed"
+        evidence = [f"{basis}: median {f:.3f} over the last {len(recent)} logged steps "
+                    f"({int(recent_steps[0])}-{int(recent_steps[-1])}), mean {acr.mean():.3f} over the run",
+                    f"{1 / (1 - f):.1f} completions generated per completion that carries a gradient" if f < 0.99
+                    else "almost no completion carried a gradient on those steps"]
+        if how:
+            evidence.append(f"of the collapsed groups {wrong:.0%} all-wrong, {right:.0%} all-correct ({how})")
+        t = stats.trend(x, acr)
+        if t.p < 0.01:
+            evidence.append(f"{'rising' if t.slope > 0 else 'falling'} over the run: Theil-Sen slope {t.slope:+.2e} "
+                            f"per step (Mann-Kendall p = {t.p:.2g})")
+        on = alarm_steps(view, "stagnation") if logged else []
+        rules = alarm_rules(view)
+        if on:
+            evidence.append(f"grposcope's stagnation rule (ACR > {rules.stagnation_acr} for {rules.stagnation_steps} "
+                            f"steps in a row) was on for {len(on)} steps from step {on[0]}")
+        first = on[0] if on else int(x[np.argmax(acr >= COLLAPSE_INFO)])
+        mitigated = self._mitigated(view, recent_steps, f)
+        if mitigated:
+            evidence.append(mitigated)
+            severity = "info"
+        title = {"all-wrong": "most groups are all-wrong: the prompts are too hard for the policy (or the verifier "
+                              "rejects right answers)",
+                 "all-correct": "most groups are all-correct: the policy has learnt these prompts",
+                 "mixed": "many groups have one reward for every completion, so they teach nothing"}[regime]
+        fix = TOO_EASY if regime == "all-correct" else TOO_HARD
+        figures = {"acr_recent": f, "all_wrong_share": wrong, "all_correct_share": right}
+        return [self.finding(severity, first, title + (" (mitigated)" if mitigated else ""), evidence, fix=fix,
+                             **figures)]
+
+    def _mitigated(self, view, recent_steps: np.ndarray, f: float) -> str:
+        x, post = view[c.ACR_POST]
+        keep = np.isin(x, recent_steps)
+        if not keep.any():
+            return ""
+        p = float(np.median(post[keep]))
+        if p <= MITIGATED_POST and p <= f / 2:
+            return (f"what reaches the loss is mostly informative: collapse/acr_post median {p:.3f} over the same "
+                    "steps (the sampler or AVSPO is handling the collapse)")
+        return ""
+
+
+# no_signal_steps: steps with no gradient at all. A streak of NO_SIGNAL_STREAK is the no-signal alarm's rule.
+NO_SIGNAL_WARNING_COUNT, NO_SIGNAL_WARNING_SHARE, NO_SIGNAL_CRITICAL_SHARE = 3, 0.05, 0.25
+
+
+@register
+class NoSignalSteps(Detector):
+    name = "no_signal_steps"
+    summary = "optimizer steps whose gradient was exactly 0 (every group collapsed), which AdamW still applies"
+    needs = ((c.GRAD_NORM, c.SKIPPED_NO_SIGNAL, c.ACR_POST),)
+    least = 1
+    fix = Fix(
+        grposcope="skip_no_signal_steps=True (the default: no optimizer step on such a step); use_avspo=True or "
+        "sampler='dynamic' / 'reinforce_ada' so that steps carry signal",
+        trl="import GRPOTrainer from grposcope.integrations.trl (it skips such steps); raise num_generations or "
+        "the prompts per step so that some group mixes",
+        verl="GRPOSCOPE_SKIP_NO_SIGNAL_STEPS=1 in the workers' environment (grposcope's verl plugin); "
+        "algorithm.filter_groups.enable=True",
+    )
+    refs = (ACR_PAPER, DAPO)
+
+    def detect(self, view):
+        run = view.run
+        empty = no_signal_mask(view)
+        steps = np.asarray(run.steps)
+        known = np.zeros(len(steps), dtype=bool)
+        for name in (c.GRAD_NORM, c.SKIPPED_NO_SIGNAL, c.ACR_POST):
+            known |= np.isfinite(np.asarray(run.values(name), dtype=float))
+        count, total = int(empty.sum()), int(known.sum())
+        if count == 0:
+            return []
+        share = count / total
+        streak = stats.longest_streak(empty[known])
+        rules = alarm_rules(view)
+        severity = ("critical" if share >= NO_SIGNAL_CRITICAL_SHARE or streak >= rules.no_signal_steps else
+                    "warning" if count >= NO_SIGNAL_WARNING_COUNT or share >= NO_SIGNAL_WARNING_SHARE else "info")
+        where = steps[empty]
+        evidence = [f"{count} of {total} logged steps ({share:.0%}) had no gradient signal: steps {spans(where)}",
+                    f"longest run of such steps: {streak}"]
+        grad = np.asarray(run.values(c.GRAD_NORM), dtype=float)
+        if np.isfinite(grad[empty]).any():
+            evidence.append("grad_norm is exactly 0 on "
+                            f"{int((grad[empty] == 0).sum())} of them (every group's rewards were equal)")
+        skipped = np.asarray(run.values(c.SKIPPED_NO_SIGNAL), dtype=float)
+        if np.isfinite(skipped).any():
+            evidence.append(f"grposcope skipped the optimizer step on {int((skipped >= 0.5).sum())} of them "
+                            "(skip_no_signal_steps): the weights stayed put, the generation was still paid for")
+        else:
+            lr = np.asarray(run.values(c.LEARNING_RATE), dtype=float)[empty]
+            if np.isfinite(lr).any() and np.nanmax(lr) > 0:
+                evidence.append(f"the learning rate was {np.nanmax(lr):.3g} on them: AdamW's moments still moved "
+                                "the weights with no gradient behind the move")
+        on = alarm_steps(view, "no_signal")
+        if on:
+            evidence.append(f"grposcope's no-signal rule ({rules.no_signal_steps} such steps in a row) was on from "
+                            f"step {on[0]}")
+        return [self.finding(severity, int(where[0]), f"{count} optimizer step{'s' if count > 1 else ''} without any "
+                             "gradient signal", evidence, steps=count, share=share, streak=streak)]

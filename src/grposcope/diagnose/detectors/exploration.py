@@ -1,1 +1,177 @@
-"""(filled in below)"""
+"""How far and how freely the policy moves: `entropy_collapse`, `kl_drift`, `clip_saturation`."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import catalogue as c
+from .. import stats
+from ..findings import DAPO, ENTROPY_MECHANISM, OVEROPTIMIZATION, PPO, SUMMARIZE, Fix
+from .base import Detector, alarm_rules, alarm_steps, p_text, register
+
+# entropy_collapse
+ENTROPY_FALL = 0.25  # the last tenth's entropy at or below this share of the first tenth's: a collapse
+TREND_ALPHA = 0.01  # Mann-Kendall significance for every "rising" / "falling" the detectors state
+REWARD_CLIMB = 0.05  # the reward rose by at least this share of its range over the same steps: still learning
+
+
+def _still_learning(view, since: float) -> tuple[bool, str]:
+    """Whether the reward (the held-out score where logged) still rose significantly after step `since`."""
+    name = c.EVAL if view.has(c.EVAL, 6) else c.REWARD
+    x, y = view[name]
+    keep = x >= since
+    if keep.sum() < 4:
+        return False, ""
+    t = stats.trend(x[keep], y[keep])
+    span = float(np.ptp(y)) or 1.0
+    gain = t.slope * float(x[keep][-1] - x[keep][0])
+    rising = t.rising(TREND_ALPHA if name == c.REWARD else 0.05) and gain >= REWARD_CLIMB * span
+    return rising, (f"{name} over steps {int(x[keep][0])}-{int(x[keep][-1])}: Theil-Sen slope {t.slope:+.2e} per "
+                    f"step ({p_text(t.p)}), {'still rising' if rising else 'not rising'}")
+
+
+@register
+class EntropyCollapse(Detector):
+    name = "entropy_collapse"
+    summary = "the policy's token entropy falls to its floor (exploration ends) while the reward stops improving"
+    needs = ((c.ENTROPY,),)
+    least = 8
+    fix = Fix(
+        grposcope="epsilon_high=0.28 (clip-higher); entropy_coef=0.001 (an entropy bonus); a higher temperature",
+        trl="epsilon_high=0.28 (clip-higher); temperature=1.0 or above; a lower learning_rate",
+        verl="actor_rollout_ref.actor.clip_ratio_high=0.28; actor_rollout_ref.actor.entropy_coeff=0.001; "
+        "actor_rollout_ref.rollout.temperature=1.0",
+    )
+    refs = (ENTROPY_MECHANISM, DAPO)
+
+    def detect(self, view):
+        x, h = view[c.ENTROPY]
+        floor = view.options.entropy_floor
+        start, end = stats.level(stats.head(h)), stats.level(stats.tail(h, 0.1))
+        on = alarm_steps(view, "entropy_collapse")
+        rules = alarm_rules(view)
+        fell = start > 0 and end <= ENTROPY_FALL * start and stats.trend(x, h).falling(TREND_ALPHA)
+        half = x >= x[len(x) // 2]
+        late = stats.trend(x[half], h[half])
+        horizon = view.setting("max_steps") or 1.5 * view.last_step
+        arrival = stats.crossing(late, floor, view.last_step) if late.falling(TREND_ALPHA) and end > floor else None
+        heading = arrival is not None and arrival <= horizon
+        if not (on or fell or heading):
+            return []
+        onset = on[0] if on else int(x[np.argmax(h <= max(floor, ENTROPY_FALL * start))]) if fell else None
+        learning, reward_line = _still_learning(view, onset if onset is not None else x[len(x) // 2])
+        evidence = [f"entropy/mean fell from {start:.3f} nats (median of the first tenth) to {end:.3f} (last tenth), "
+                    f"{(end - start) / start:+.0%}" if start > 0 else f"entropy/mean ends at {end:.3f} nats"]
+        if on:
+            evidence.append(f"below the floor {floor} nats for more than {rules.entropy_steps} steps in a row from "
+                            f"step {on[0] - rules.entropy_steps} (grposcope's entropy_collapse rule)")
+        if arrival is not None:
+            evidence.append(f"over the last half it falls {late.slope:+.2e} nats per step ({p_text(late.p)}): at that "
+                            f"rate it reaches the floor {floor} at step ~{arrival:.0f}")
+        if reward_line:
+            evidence.append(reward_line)
+        if learning:
+            return [self.finding("info", onset or x[-1], "entropy falls while the reward still climbs (convergence, "
+                                 "not yet a collapse)", evidence, start=start, end=end)]
+        if on or fell:
+            return [self.finding("critical", onset, "the policy's entropy has collapsed and the reward stopped "
+                                 "improving: exploration is over", evidence, start=start, end=end)]
+        return [self.finding("warning", x[-1], f"entropy heads for the floor (step ~{arrival:.0f}) while the reward "
+                             "is flat", evidence, start=start, end=end, arrival=arrival)]
+
+
+# kl_drift
+KL_RUNAWAY = 0.1  # nats per token: a KL this large that still accelerates is heading somewhere
+KL_ACCELERATION = 3.0  # the second half's slope at least this multiple of the first half's: super-linear growth
+
+
+@register
+class KLDrift(Detector):
+    name = "kl_drift"
+    summary = "the policy's KL to the reference grows past a bound, or grows faster and faster"
+    needs = ((c.KL,),)
+    least = 8
+    fix = Fix(
+        grposcope="beta up (e.g. 0.04 -> 0.1) to hold the policy near the reference; a lower learning_rate",
+        trl="beta up (TRL's default is 0.0: set e.g. beta=0.04); a lower learning_rate",
+        verl="actor_rollout_ref.actor.use_kl_loss=True with a larger actor_rollout_ref.actor.kl_loss_coef; "
+        "actor_rollout_ref.actor.optim.lr down",
+    )
+    refs = (SUMMARIZE, OVEROPTIMIZATION)
+
+    def detect(self, view):
+        x, k = view[c.KL]
+        bound = view.options.kl_bound
+        on = alarm_steps(view, "kl_drift")
+        recent = stats.level(stats.tail(k, 0.1))
+        half = len(x) // 2
+        early, late = stats.trend(x[:half], k[:half]), stats.trend(x[half:], k[half:])
+        runaway = (late.rising(TREND_ALPHA) and recent > KL_RUNAWAY
+                   and late.slope > KL_ACCELERATION * max(early.slope, 1e-12))
+        if not (recent > bound or runaway):
+            return []
+        evidence = [f"kl/mean: median {recent:.3f} over the last tenth of the run, {stats.level(stats.head(k)):.3f} "
+                    f"over the first (bound {bound}: grposcope's kl_drift rule)"]
+        if on:
+            evidence.append(f"above the bound on {len(on)} logged steps, first at step {on[0]}")
+        evidence.append(f"slope {early.slope:+.2e} per step over the first half, {late.slope:+.2e} over the second "
+                        f"({p_text(late.p)})")
+        beta = view[c.BETA][1]
+        if len(beta):
+            evidence.append(f"the KL coefficient in force: {beta[-1]:g}")
+        if recent > bound:
+            severity = "critical" if late.rising(TREND_ALPHA) else "warning"
+            first = on[0] if on else int(x[np.argmax(k > bound)])
+            return [self.finding(severity, first, "the policy has drifted far from the reference and "
+                                 + ("keeps drifting" if severity == "critical" else "stays there"), evidence,
+                                 recent=recent)]
+        arrival = stats.crossing(late, bound, view.last_step)
+        if arrival is not None:
+            evidence.append(f"at the second half's rate it passes the bound at step ~{arrival:.0f}")
+        return [self.finding("warning", x[half], "KL to the reference grows faster and faster", evidence,
+                             recent=recent)]
+
+
+# clip_saturation: the median clipped share of tokens over the last quarter
+CLIP_INFO, CLIP_WARNING, CLIP_CRITICAL = 0.05, 0.15, 0.30
+CLIP_ASYMMETRY = 3.0  # one side clipped this many times more than the other: the bounds suit one sign only
+
+
+@register
+class ClipSaturation(Detector):
+    name = "clip_saturation"
+    summary = "a large share of tokens clipped by the trust region, so their gradient is thrown away"
+    needs = ((c.CLIP, c.CLIP_LOW, c.CLIP_HIGH),)
+    fix = Fix(
+        grposcope="a lower learning_rate or fewer num_iterations (updates per generation); epsilon_high=0.28 "
+        "(clip-higher) when the upper side saturates",
+        trl="a lower learning_rate; num_iterations=1; epsilon_high=0.28 when the upper side saturates",
+        verl="actor_rollout_ref.actor.optim.lr down; actor_rollout_ref.actor.ppo_epochs=1 or a larger "
+        "ppo_mini_batch_size; actor_rollout_ref.actor.clip_ratio_high=0.28",
+    )
+    refs = (PPO, DAPO)
+
+    def detect(self, view):
+        if view.has(c.CLIP, 4):
+            x, total = view[c.CLIP]
+        else:
+            x, low, high = view.aligned(c.CLIP_LOW, c.CLIP_HIGH)
+            total = low + high
+        if len(total) < 4:
+            return []
+        recent = stats.level(stats.tail(total))
+        if recent < CLIP_INFO:
+            return []
+        severity = "critical" if recent >= CLIP_CRITICAL else "warning" if recent >= CLIP_WARNING else "info"
+        evidence = [f"{recent:.1%} of tokens clipped (median of the last quarter; {np.mean(total):.1%} over the run): "
+                    "their ratio left [1 - epsilon, 1 + epsilon_high] and they gave no gradient"]
+        _, low, high = view.aligned(c.CLIP_LOW, c.CLIP_HIGH)
+        if len(low) >= 4:
+            lo, hi = stats.level(stats.tail(low)), stats.level(stats.tail(high))
+            evidence.append(f"lower side {lo:.1%}, upper side {hi:.1%}")
+            if hi >= CLIP_ASYMMETRY * max(lo, 1e-9) and hi >= CLIP_INFO:
+                evidence.append("the upper bound does the clipping: tokens whose probability should rise are held "
+                                "back (DAPO's clip-higher widens that side)")
+        first = int(x[np.argmax(total >= CLIP_INFO)])
+        return [self.finding(severity, first, "the trust region clips a large share of the update", evidence,
+                             recent=recent)]

@@ -1,1 +1,195 @@
-"""(filled in below)"""
+"""What the reward says: `reward_hacking`, `reward_composition`, `plateau`."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import catalogue as c
+from .. import stats
+from ..findings import DEEPSEEK_R1, OVEROPTIMIZATION, Fix
+from .base import Detector, alarm_steps, p_text, register
+
+TREND_ALPHA = 0.01
+EVAL_ALPHA = 0.05  # the held-out score has few points: a looser test, stated in the evidence
+
+# reward_hacking: the held-out score (smoothed over 3 evaluations) fell from its peak by both of these
+HACK_DROP, HACK_DROP_SHARE = 0.05, 0.10
+HACK_CRITICAL_DROP = 0.15
+
+
+def _smooth(y: np.ndarray, k: int = 3) -> np.ndarray:
+    """The running median of `k` consecutive values (shorter at the start)."""
+    return np.array([np.median(y[max(0, i - k + 1): i + 1]) for i in range(len(y))])
+
+
+@register
+class RewardHacking(Detector):
+    name = "reward_hacking"
+    summary = "the training reward rises while the held-out score falls: the verifier is being gamed"
+    needs = ((c.REWARD,), (c.EVAL,))
+    fix = Fix(
+        grposcope="read the high-reward completions (completions.jsonl) and run grposcope audit-rewards to see what "
+        "the verifier accepts; a stricter reward; beta > 0; keep the checkpoint from before the held-out peak",
+        trl="log_completions=True and read the high-reward completions; a stricter reward function; beta > 0; "
+        "load_best_model_at_end=True with metric_for_best_model='eval_reward'",
+        verl="trainer.rollout_data_dir=DIR to dump rollouts and read them; a stricter custom_reward_function; "
+        "actor_rollout_ref.actor.use_kl_loss=True; resume from the checkpoint before the held-out peak",
+    )
+    refs = (OVEROPTIMIZATION,)
+
+    def detect(self, view):
+        ex, ey = view[c.EVAL]
+        if len(ey) < 4:
+            return []
+        smooth = _smooth(ey)
+        peak_i = int(np.argmax(smooth))
+        peak, last = float(smooth[peak_i]), float(np.median(stats.tail(ey, 0.25, least=2)))
+        drop = peak - last
+        if peak_i >= len(ey) - 1 or drop < HACK_DROP or drop < HACK_DROP_SHARE * abs(peak):
+            return []
+        rx, ry = view[c.REWARD]
+        after = rx >= ex[peak_i]
+        t_all, t_after = stats.trend(rx, ry), stats.trend(rx[after], ry[after])
+        if not (t_all.rising(TREND_ALPHA) and t_after.slope >= 0):
+            return []  # the training reward falls too: a worse policy, not a gamed verifier
+        falls = stats.trend(ex[peak_i:], ey[peak_i:])
+        evidence = [f"held-out score ({c.EVAL}) peaked at {peak:.3f} at step {int(ex[peak_i])} (median of 3 "
+                    f"evaluations) and is at {last:.3f} over the last quarter of evaluations: -{drop:.3f}",
+                    f"training reward over the run: slope {t_all.slope:+.2e} per step ({p_text(t_all.p)}); after the "
+                    f"peak {t_after.slope:+.2e}",
+                    f"held-out score after its peak: slope {falls.slope:+.2e} per step ({p_text(falls.p)}, "
+                    f"{len(ey) - peak_i} evaluations)"]
+        severity = "critical" if drop >= HACK_CRITICAL_DROP or falls.falling(EVAL_ALPHA) else "warning"
+        first = int(ex[min(peak_i + 1, len(ex) - 1)])
+        return [self.finding(severity, first, "the training reward rises while the held-out score falls", evidence,
+                             peak=peak, last=last, peak_step=float(ex[peak_i]))]
+
+
+# reward_composition
+DOMINANT = 0.90  # one function holds this share of the within-step reward variance (median over steps)
+CONSTANT = 1e-9  # a function whose mean and std never move more than this is constant
+
+
+def _functions(view) -> list[str]:
+    return c.reward_functions([n for n in view.run.series if view.has(n, 4)])
+
+
+@register
+class RewardComposition(Detector):
+    name = "reward_composition"
+    summary = "with several reward functions: one carries all the variance, or one is constant"
+    needs = ((c.REWARD_FUNC_MEAN,),)
+    fix = Fix(
+        grposcope="reward_weights to rebalance the functions; drop a constant one (it adds the same to every "
+        "completion); check the starved one's verifier on completions.jsonl",
+        trl="reward_weights; multi_objective_aggregation='normalize_then_sum'; drop a constant reward function",
+        verl="rebalance the terms inside custom_reward_function; drop a constant term",
+    )
+    refs = (DEEPSEEK_R1,)
+
+    def missing(self, view):
+        return "" if len(_functions(view)) >= 2 else "needs two or more reward functions (TRL: rewards/<func>/mean)"
+
+    def detect(self, view):
+        funcs = _functions(view)
+        means = {f: view[f"reward/{f}/mean"] for f in funcs}
+        stds = {f: view[f"reward/{f}/std"] for f in funcs}
+        dead = [f for f in funcs if np.ptp(means[f][1]) <= CONSTANT and
+                (not len(stds[f][1]) or np.max(stds[f][1]) <= CONSTANT)]
+        shares = self._shares(view, funcs)
+        dominant = [f for f, s in shares.items() if s >= DOMINANT]
+        starved = [f for f in funcs if f not in dominant and not stats.trend(*means[f]).rising(TREND_ALPHA)]
+        if not dead and not (dominant and starved):
+            return []
+        evidence = []
+        for f in dead:
+            evidence.append(f"reward/{f}/mean is {means[f][1][0]:g} on every one of {len(means[f][1])} logged steps: "
+                            "it adds the same to every completion and never moves an advantage")
+        if shares:
+            evidence.append("share of the within-step reward variance (median over steps): "
+                            + ", ".join(f"{f} {s:.0%}" for f, s in shares.items()))
+        zero_dead = [f for f in dead if means[f][1][0] == 0]
+        severity = "critical" if zero_dead and dominant else "warning" if zero_dead or dominant else "info"
+        if dominant:
+            title = (f"{dominant[0]} carries the reward's variance; "
+                     + (f"{', '.join(dead)} never varies" if dead else f"{', '.join(starved)} barely moves"))
+        else:
+            title = f"reward function {', '.join(dead)} is constant over the run"
+        return [self.finding(severity, view.run.steps[0], title, evidence, dead=len(dead),
+                             dominant_share=max(shares.values(), default=0.0))]
+
+    def _shares(self, view, funcs: list[str]) -> dict[str, float]:
+        """Per function, the median over steps of its std^2 / the sum of all functions' std^2."""
+        names = [f"reward/{f}/std" for f in funcs]
+        if not all(view.has(n, 4) for n in names):
+            return {}
+        _, *stds = view.aligned(*names)
+        var = np.vstack(stds) ** 2  # (F, steps)
+        total = var.sum(axis=0)
+        keep = total > 0
+        if not keep.any():
+            return {}
+        return {f: float(np.median(var[i, keep] / total[keep])) for i, f in enumerate(funcs)}
+
+
+# plateau: the smoothed score reached PLATEAU_REACHED of its whole gain, and the run went on for at least
+# PLATEAU_SHARE of its length (PLATEAU_WARNING: a warning) without gaining the rest
+PLATEAU_REACHED = 0.9
+PLATEAU_SHARE, PLATEAU_WARNING = 0.30, 0.50
+PLATEAU_MIN_STEPS = 20
+PLATEAU_GAIN = 0.05  # the score must first have risen by this share of its range... or by this much in absolute
+
+
+@register
+class Plateau(Detector):
+    name = "plateau"
+    summary = "the run learnt, then stopped: many steps since the last gain, still spending compute"
+    needs = ((c.EVAL, c.REWARD),)
+    least = 6
+    fix = Fix(
+        grposcope="stop at the step of the last gain (max_steps) and keep that checkpoint; to learn more: harder "
+        "prompts, a larger num_generations, a learning-rate schedule (lr_scheduler_type='cosine')",
+        trl="max_steps at the last gain, or transformers' EarlyStoppingCallback on eval_reward; harder data",
+        verl="trainer.total_training_steps at the last gain; harder data",
+    )
+    refs = ()
+
+    def detect(self, view):
+        name = c.EVAL if view.has(c.EVAL, 6) else c.REWARD
+        x, y = view[name]
+        if len(y) < (6 if name == c.EVAL else 20):
+            return []
+        smooth = _smooth(y, max(3, len(y) // 20))
+        gain = float(smooth.max() - smooth[0])
+        if gain < PLATEAU_GAIN or not stats.trend(x[: len(x) // 2 + 1], y[: len(y) // 2 + 1]).slope > 0:
+            return []  # never learnt: a collapse or a too-hard task, not a plateau
+        reached = int(np.argmax(smooth >= smooth[0] + PLATEAU_REACHED * gain))
+        flat = float(x[-1] - x[reached])
+        length = float(x[-1] - x[0]) or 1.0
+        after = stats.trend(x[reached:], y[reached:])
+        if flat / length < PLATEAU_SHARE or flat < PLATEAU_MIN_STEPS or after.rising(EVAL_ALPHA):
+            return []
+        if after.falling(EVAL_ALPHA) and name == c.EVAL:
+            return []  # falling, not flat: reward_hacking's or a regression's business
+        explained = self._explained(view)
+        if explained:
+            return []
+        severity = "warning" if flat / length >= PLATEAU_WARNING else "info"
+        evidence = [f"{name} rose by {gain:.3f} and reached {PLATEAU_REACHED:.0%} of that gain at step "
+                    f"{int(x[reached])}; the last {flat:.0f} steps ({flat / length:.0%} of the run) added "
+                    f"{smooth[-1] - smooth[reached]:+.3f}",
+                    f"slope since then {after.slope:+.2e} per step ({p_text(after.p)})"]
+        return [self.finding(severity, x[reached], f"no gain for the last {flat:.0f} steps", evidence,
+                             since=float(x[reached]), share=flat / length)]
+
+    def _explained(self, view) -> bool:
+        """Another finding explains the stall: entropy collapsed, or most groups all-correct (saturated)."""
+        if alarm_steps(view, "entropy_collapse"):
+            return True
+        if view.has(c.ENTROPY, 8):
+            _, h = view[c.ENTROPY]
+            if stats.level(stats.tail(h, 0.1)) <= 0.25 * stats.level(stats.head(h)):
+                return True
+        if view.has(c.ACR, 4):
+            return stats.level(stats.tail(view[c.ACR][1])) >= 0.5
+        return False

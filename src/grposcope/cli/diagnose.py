@@ -1,0 +1,121 @@
+"""`grposcope diagnose`: findings from whatever a run logged (docs/diagnose.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from ..terminal import terminal_safe
+from .app import USER_ERRORS, _console_logging, app, fail, wide_console
+from .report import check_bounds, expand_runs, readable, run_names
+
+
+@app.command("diagnose")
+def diagnose_command(
+    runs: List[Path] = typer.Argument(None, help="Runs, read from what is inside: a grposcope output folder, a "
+                                      "TRL output or checkpoint folder or its trainer_state.json, a TensorBoard "
+                                      "event folder, a W&B offline run folder or history export, a verl "
+                                      "file-logger .jsonl or rollout dump, a JSONL or CSV of step metrics; or "
+                                      "a folder of runs."),
+    json_path: Optional[Path] = typer.Option(None, "--json", help="Also write the findings as a JSON list of "
+                                             "objects (run, detector, severity, step, title, evidence, fix, "
+                                             "refs, figures) to this file."),
+    fail_on: Optional[str] = typer.Option(None, "--fail_on", help="Exit 1 when a finding of this severity or "
+                                          "worse fires: warning or critical (for CI)."),
+    entropy_floor: float = typer.Option(0.5, "--entropy_floor", help="Nats: entropy_collapse's floor."),
+    kl_bound: float = typer.Option(0.5, "--kl_bound", help="kl_drift's bound on the mean per-token KL."),
+    num_generations: Optional[int] = typer.Option(None, "--num_generations", help="Completions per prompt (G), "
+                                                  "when the log does not say it (estimates of collapse)."),
+    max_completion_length: Optional[int] = typer.Option(None, "--max_completion_length", help="The length cap, "
+                                                        "when the log does not say it."),
+    max_steps: Optional[int] = typer.Option(None, "--max_steps", help="Steps the run was planned for (when "
+                                            "entropy would reach its floor within the run)."),
+    gpus: Optional[int] = typer.Option(None, "--gpus", help="GPUs the run used: the cost in GPU-hours."),
+    gpu_hour_cost: Optional[float] = typer.Option(None, "--gpu_hour_cost", help="Price of one GPU-hour: the cost "
+                                                  "in money (with --gpus)."),
+    only: Optional[str] = typer.Option(None, "--only", help="Comma-separated detectors to run (default: all)."),
+    list_detectors: bool = typer.Option(False, "--list", help="List the detectors, what each reads and its fix."),
+    verbose: bool = typer.Option(False, "--verbose", help="Say what each unchecked detector needs; list every "
+                                 "unknown key."),
+) -> None:
+    """Diagnose runs from their logs: each finding names the failure, the first step it holds, the figures it
+    fired on, the option to change in grposcope, TRL and verl, and its paper; then the share of generated
+    samples and tokens that bought no gradient.
+
+    \b
+    Examples:
+      grposcope diagnose output/quickstart
+      grposcope diagnose trl_out/checkpoint-500/trainer_state.json --fail_on critical
+      grposcope diagnose trl_out/runs/ verl_logs/exp.jsonl --json findings.json --gpus 8
+    """
+    _console_logging()
+    from ..diagnose import DETECTORS, SEVERITIES, Options, diagnose
+
+    try:
+        if list_detectors:
+            return _list(DETECTORS)
+        if not runs:
+            raise ValueError("give one or more runs (a run's output folder or log file); --list shows the detectors")
+        if fail_on is not None and fail_on not in SEVERITIES[1:]:
+            raise ValueError(f"--fail_on must be warning or critical, got {fail_on!r}")
+        names = [n.strip() for n in (only or "").split(",") if n.strip()] or None
+        for name in names or []:
+            DETECTORS.get(name)  # an unknown name fails with the known ones
+        check_bounds(entropy_floor=entropy_floor, kl_bound=kl_bound)
+        for flag, value in (("--num_generations", num_generations), ("--max_completion_length",
+                            max_completion_length), ("--max_steps", max_steps), ("--gpus", gpus)):
+            if value is not None and value < 1:
+                raise ValueError(f"{flag} must be >= 1, got {value}")
+        if gpu_hour_cost is not None and not gpu_hour_cost >= 0:
+            raise ValueError(f"--gpu_hour_cost must be a number >= 0, got {gpu_hour_cost}")
+        options = Options(entropy_floor, kl_bound, None, num_generations, max_completion_length, max_steps, gpus,
+                          gpu_hour_cost)
+        from ..reports.runs import load_run
+
+        paths, _ = readable(runs, expand_runs)
+        named = dict(zip(paths, run_names(paths)))
+        loaded, _ = readable(paths, lambda one: [load_run(one[0], named[one[0]])])
+        diagnoses = [diagnose(run, options, names) for run in loaded]
+        if json_path is not None:
+            _write_json(json_path, diagnoses)
+    except USER_ERRORS as err:
+        raise fail(err) from None
+    console = wide_console(160)
+    from ..diagnose.render import rich_diagnosis
+
+    for d in diagnoses:
+        for renderable in rich_diagnosis(d, verbose):
+            console.print(renderable)
+        console.print()
+    worst = [f for d in diagnoses for f in d.findings if fail_on and SEVERITIES.index(f.severity)
+             >= SEVERITIES.index(fail_on)]
+    if worst:
+        typer.echo(terminal_safe(f"--fail_on {fail_on}: {len(worst)} finding(s) at {fail_on} or worse"), err=True)
+        raise typer.Exit(1)
+
+
+def _list(detectors) -> None:
+    from rich.table import Table
+
+    from ..diagnose.catalogue import CATALOGUE
+
+    table = Table(title="grposcope diagnose: detectors")
+    for column in ("detector", "catches", "reads", "fix (grposcope)"):
+        table.add_column(column)
+    for name in detectors.names():
+        d = detectors.make(name)
+        reads = " + ".join(" or ".join(n for n in group) for group in d.needs) or "-"
+        table.add_row(name, d.summary, reads, d.fix.grposcope)
+    wide_console(200).print(table)
+    typer.echo(f"{len(CATALOGUE)} metrics in the catalogue (docs/metrics.md, 'Names in other logs')")
+
+
+def _write_json(path: Path, diagnoses) -> None:
+    from ..files import check_writable
+
+    check_writable(path, "--json")
+    findings = [f.to_json() for d in diagnoses for f in d.findings]
+    path.write_text(json.dumps(findings, indent=2) + "\n", encoding="utf-8")
