@@ -47,3 +47,12 @@ def test_integrations_md_what_runs_where_matches_the_registrations():
     text = (DOCS / "integrations.md").read_text()
     assert embed_hosts(text) == text, ("run: python -c \"...hosts_doc embed\" (docs/integrations.md, 'What runs "
                                        "where') to refresh the table")
+
+
+def test_metrics_md_names_table_is_the_catalogues():
+    from grposcope.diagnose.catalogue import names_table
+
+    text = (DOCS / "metrics.md").read_text()
+    table = text.split("<!-- names-table:start -->\n", 1)[1].split("\n<!-- names-table:end -->", 1)[0]
+    assert table == names_table(), ("docs/metrics.md's 'Names in other logs' table differs from the catalogue: "
+                                    "paste grposcope.diagnose.catalogue.names_table() between its markers")

@@ -195,9 +195,10 @@ def reward_functions(names: list[str]) -> list[str]:
 
 def names_table() -> str:
     """docs/metrics.md's "Names in other logs" table, rendered from the catalogue (tests/test_docs.py checks it)."""
-    rows = ["| Metric | Unit | Range | TRL | verl | Hugging Face / other | Read by |", "|---|---|---|---|---|---|---|"]
+    rows = ["| Metric | Meaning | Unit | Range | TRL | verl | Hugging Face / other | Read by |",
+            "|---|---|---|---|---|---|---|---|"]
     for m in ENTRIES:
         cell = lambda names: ", ".join(f"`{n}`" for n in names) or "-"  # noqa: E731
-        rows.append(f"| `{m.name}` | {m.unit or '-'} | {m.range} | {cell(m.trl)} | {cell(m.verl)} | "
+        rows.append(f"| `{m.name}` | {m.meaning} | {m.unit or '-'} | {m.range} | {cell(m.trl)} | {cell(m.verl)} | "
                     f"{cell((*m.hf, *m.other))} | {', '.join(f'`{d}`' for d in m.detectors) or '-'} |")
     return "\n".join(rows)

@@ -13,6 +13,7 @@ LENGTH_GROWTH = 1.5  # the last tenth's mean length at least this multiple of th
 LENGTH_CRITICAL = 3.0
 TREND_ALPHA = 0.01
 EVAL_ALPHA = 0.05  # the held-out score has few points: a looser test, stated in the evidence
+EVAL_GAIN = 0.03  # ... and the fitted line must gain at least this over the run (3 points of accuracy) to pay
 
 SHORTER = Fix(
     grposcope="loss_type='dr_grpo' (no per-sequence length normalisation, whose bias rewards long wrong answers); "
@@ -55,7 +56,7 @@ class LengthGrowth(Detector):
             ex, ey = view[c.EVAL]
             evidence.append(f"the held-out score ({name}) over the same run: {ey[0]:.3f} -> {ey[-1]:.3f}, slope "
                             f"{score.slope:+.2e} per step ({p_text(score.p)}, {len(ey)} evaluations)")
-            if score.rising(EVAL_ALPHA):
+            if score.rising(EVAL_ALPHA) and score.slope * float(ex[-1] - ex[0]) >= EVAL_GAIN:
                 return [self.finding("info", first, "completions grow longer with the held-out score (longer "
                                      "reasoning that pays, not padding)", evidence, growth=growth)]
         else:
