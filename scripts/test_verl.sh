@@ -20,7 +20,8 @@ inputs="$(cat scripts/test_verl.sh requirements/verl-constraints.txt pyproject.t
 if [ "$(cat "$stamp" 2>/dev/null)" != "$inputs" ]; then
   # torch first and alone: a bare `torch` requirement (tensordict's, torchdata's) would pull a CUDA build
   install torch==2.13.0
-  install -c requirements/verl-constraints.txt verl==0.9.1 cachetools fastapi uvicorn transferqueue pytest
+  # scipy: grposcope.diagnose (the trend tests), read by the file-logger test
+  install -c requirements/verl-constraints.txt verl==0.9.1 cachetools fastapi uvicorn transferqueue pytest scipy
   install --no-deps -e .
   echo "$inputs" > "$stamp"
 fi

@@ -265,6 +265,7 @@ def _add_rollouts(run: Run, rollouts: Any, options: ReadOptions) -> None:
     for key in dict.fromkeys(k for m in computed.values() for k in m):
         series[key] = [computed.get(s, {}).get(key, math.nan) for s in steps]
     run.steps, run.series = steps, series
+    run.from_rollouts = True  # the ACR family per group: diagnose's split is measured, not estimated
     run.notes += rollouts.notes + notes
 
 
