@@ -7,7 +7,7 @@ import numpy as np
 from .. import catalogue as c
 from .. import stats
 from ..cost import no_signal_mask
-from ..findings import ACR_PAPER, DAPO, REINFORCE_ADA, Fix
+from ..findings import ACR_PAPER, DAPO, REINFORCE_ADA, SEVERITIES, Fix
 from .base import Detector, alarm_rules, alarm_steps, register, spans
 
 # advantage_collapse: the median collapsed share over the last quarter of the run. At a share f a run generates
@@ -53,7 +53,7 @@ def _split(view, recent_steps: np.ndarray) -> tuple[float, float, str]:
     if len(wrong) and len(right):
         keep_w, keep_c = np.isin(xw, recent_steps), np.isin(xc, recent_steps)
         w, r = float(wrong[keep_w].sum()), float(right[keep_c].sum())
-        how = "per group, from the rollouts" if view.run.from_rollouts else "as logged (collapse/acr_all_*)"
+        how = "per group, from the rollouts" if view.run.from_rollouts else "logged: collapse/acr_all_wrong, _all_correct"
         return (w / (w + r), r / (w + r), how) if w + r > 0 else (0.5, 0.5, how)
     x, p = view[c.REWARD]
     if len(p) and p.min() >= 0 and p.max() <= 1:
@@ -179,6 +179,8 @@ class NoSignalSteps(Detector):
         if np.isfinite(skipped).any():
             evidence.append(f"grposcope skipped the optimizer step on {int((skipped >= 0.5).sum())} of them "
                             "(skip_no_signal_steps): the weights stayed put, the generation was still paid for")
+            if (skipped[empty] >= 0.5).all():  # no harm done to the weights: one level lower
+                severity = SEVERITIES[max(0, SEVERITIES.index(severity) - 1)]
         else:
             lr = np.asarray(run.values(c.LEARNING_RATE), dtype=float)[empty]
             if np.isfinite(lr).any() and np.nanmax(lr) > 0:

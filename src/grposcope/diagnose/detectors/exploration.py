@@ -11,12 +11,32 @@ from .base import Detector, alarm_rules, alarm_steps, p_text, register
 
 # entropy_collapse
 ENTROPY_FALL = 0.25  # the last tenth's entropy at or below this share of the first tenth's: a collapse
+ENTROPY_CRITICAL = 0.10  # ... at or below this share, with the score flat: critical (else a warning)
 TREND_ALPHA = 0.01  # Mann-Kendall significance for every "rising" / "falling" the detectors state
 REWARD_CLIMB = 0.05  # the reward rose by at least this share of its range over the same steps: still learning
 
 
+HELD_OUT_GAIN = 0.05  # a held-out score evaluated only a few times: this gain across `since` counts as learning
+
+
+def _held_out_gain(view, since: float) -> tuple[bool, str] | None:
+    """With fewer than 6 held-out evaluations (grposcope evaluates before and after a run): whether the first one
+    after `since` beats the last one before it by HELD_OUT_GAIN; None when there is none on either side."""
+    steps, values = view.run.accuracy_points()  # the evaluation before training as step 0
+    before = [(s, v) for s, v in zip(steps, values) if s <= since]
+    after = [(s, v) for s, v in zip(steps, values) if s > since]
+    if not before or not after:
+        return None
+    (s0, v0), (s1, v1) = before[-1], after[-1]
+    gained = v1 - v0 >= HELD_OUT_GAIN
+    return gained, (f"held-out score {v0:.3f} at step {s0} -> {v1:.3f} at step {s1}: "
+                    f"{'the policy still improved' if gained else 'no gain'} while its entropy fell")
+
+
 def _still_learning(view, since: float) -> tuple[bool, str]:
     """Whether the reward (the held-out score where logged) still rose significantly after step `since`."""
+    if not view.has(c.EVAL, 6) and (held := _held_out_gain(view, since)) is not None:
+        return held
     name = c.EVAL if view.has(c.EVAL, 6) else c.REWARD
     x, y = view[name]
     keep = x >= since
@@ -74,7 +94,9 @@ class EntropyCollapse(Detector):
             return [self.finding("info", onset or x[-1], "entropy falls while the reward still climbs (convergence, "
                                  "not yet a collapse)", evidence, start=start, end=end)]
         if on or fell:
-            return [self.finding("critical", onset, "the policy's entropy has collapsed and the reward stopped "
+            # an order of magnitude below its start: nothing left to explore; less: a warning
+            severity = "critical" if start > 0 and end <= ENTROPY_CRITICAL * start else "warning"
+            return [self.finding(severity, onset, "the policy's entropy has collapsed and the reward stopped "
                                  "improving: exploration is over", evidence, start=start, end=end)]
         return [self.finding("warning", x[-1], f"entropy heads for the floor (step ~{arrival:.0f}) while the reward "
                              "is flat", evidence, start=start, end=end, arrival=arrival)]
