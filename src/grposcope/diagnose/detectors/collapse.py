@@ -53,7 +53,8 @@ def _split(view, recent_steps: np.ndarray) -> tuple[float, float, str]:
     if len(wrong) and len(right):
         keep_w, keep_c = np.isin(xw, recent_steps), np.isin(xc, recent_steps)
         w, r = float(wrong[keep_w].sum()), float(right[keep_c].sum())
-        how = "per group, from the rollouts" if view.run.from_rollouts else "logged: collapse/acr_all_wrong, _all_correct"
+        how = ("per group, from the rollouts" if view.run.from_rollouts
+               else "logged: collapse/acr_all_wrong, _all_correct")
         return (w / (w + r), r / (w + r), how) if w + r > 0 else (0.5, 0.5, how)
     x, p = view[c.REWARD]
     if len(p) and p.min() >= 0 and p.max() <= 1:
