@@ -16,8 +16,9 @@ import pytest
 from typer.testing import CliRunner
 
 import grposcope.cli.audit  # noqa: F401  registers audit-rewards on the app
-import grposcope.cli.forecast as forecast_cli
+import grposcope.cli.forecast  # noqa: F401  registers forecast on the app
 from grposcope.cli.app import app
+from grposcope.reports.run_counts import counts_from_run
 
 G = 4  # num_generations of the TRL run, rollout.n of the verl dump
 STEPS = 4
@@ -83,7 +84,7 @@ def verl_dump(tmp_path):
 def test_forecast_from_a_verl_dump_takes_the_last_n_steps(verl_dump, tmp_path):
     # steps 3 and 4, successes = score >= 0.5 (the rewards lie in [0, 1]):
     # step 3: A 4 of 4, B 4 of 4, C 0 of 4; step 4: A 1 of 3, B 4 of 4, C 0 of 4, D 0 of 4
-    source, counts, notes, measured = forecast_cli._from_run(verl_dump, 2, None)
+    source, counts, notes, measured = counts_from_run(verl_dump, 2, None)
     assert sorted(counts) == sorted([(4, 4), (4, 4), (4, 0), (3, 1), (4, 4), (4, 0), (4, 0)])
     # collapsed groups: step 3 all three (1.0); step 4 B, C and D of four (0.75): mean 0.875, SE |1 - 0.75| / 2
     assert measured["g"] == 4 and measured["steps"] == 2
@@ -106,7 +107,7 @@ def test_forecast_from_a_verl_dump_takes_the_last_n_steps(verl_dump, tmp_path):
     # plug-in (1/3)^4 + (2/3)^4 = 17/81
     assert data["group_sizes"][1]["acr"] == pytest.approx((6 + 17 / 81) / 7)
     # more steps asked for than the dump has: all four
-    _, counts, notes, measured = forecast_cli._from_run(verl_dump, 10, None)
+    _, counts, notes, measured = counts_from_run(verl_dump, 10, None)
     assert len(counts) == 13 and measured["steps"] == 4
     assert "of steps 1-4 (the last 4 steps with rollouts, --steps 10)" in notes[0]
 
@@ -114,11 +115,11 @@ def test_forecast_from_a_verl_dump_takes_the_last_n_steps(verl_dump, tmp_path):
 def test_forecast_from_a_verl_dump_of_other_rewards_uses_their_midpoint(tmp_path):
     # scores 0 and 2: the default threshold is the midpoint, 1; --success_threshold 2.5 makes every one a failure
     dump = write_verl_dump(tmp_path / "dump", {1: [(*A, [("a", 2.0), ("b", 0.0), ("c", 2.0), ("d", 2.0)])]})
-    _, counts, notes, _ = forecast_cli._from_run(dump, 5, None)
+    _, counts, notes, _ = counts_from_run(dump, 5, None)
     assert counts == [(4, 3)]
     assert any("is >= 1 (the midpoint of the rewards seen; --success_threshold sets it); rewards seen in [0, 2]"
                in note for note in notes)
-    assert forecast_cli._from_run(dump, 5, 2.5)[1] == [(4, 0)]
+    assert counts_from_run(dump, 5, 2.5)[1] == [(4, 0)]
 
 
 def test_forecast_from_a_folder_that_is_no_run(tmp_path):
@@ -235,7 +236,7 @@ def test_forecast_from_a_stock_trl_run_takes_the_last_n_steps(trl_run, tmp_path)
         assert all(len(set(prompts[i:i + G])) == 1 for i in range(0, len(prompts), G))
         expected += [(G, sum(r >= 0.5 for r in block)) for block in blocks]
         acr.append(sum(len(set(block)) == 1 for block in blocks) / len(blocks))
-    source, counts, notes, measured = forecast_cli._from_run(trl_run, 2, None)
+    source, counts, notes, measured = counts_from_run(trl_run, 2, None)
     assert counts == expected and len(counts) == 4
     assert measured["steps"] == 2 and measured["acr"] == pytest.approx(sum(acr) / 2)
     out = tmp_path / "f.json"

@@ -79,6 +79,9 @@ def diagnose_command(
         named = dict(zip(paths, run_names(paths)))
         loaded, _ = readable(paths, lambda one: [load_run(one[0], named[one[0]])])
         diagnoses = [diagnose(run, options, names) for run in loaded]
+        from ..reports.sampler_evidence import add_sampler_evidence
+
+        add_sampler_evidence(diagnoses)  # what only rollouts show: each sampler's yield on these prompts
         if json_path is not None:
             _write_json(json_path, diagnoses)
     except USER_ERRORS as err:

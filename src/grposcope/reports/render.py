@@ -273,8 +273,10 @@ def build_report(runs: list[Run], out: Path, regress: bool, entropy_floor: float
         points = report.regression_points
         plot_regression(runs, [p[1] for p in points], [p[2] for p in points], report.fit, out)
     from ..diagnose import Options, diagnose
+    from .sampler_evidence import add_sampler_evidence
 
     report.diagnoses = [diagnose(run, Options(entropy_floor=entropy_floor, kl_bound=kl_bound)) for run in runs]
+    add_sampler_evidence(report.diagnoses)
     write_steps_csv(runs, out / "steps.csv")
     write_markdown(report, out / "report.md")
     write_html(report, out, out / "report.html")
