@@ -277,3 +277,40 @@ def test_cli_refuses_an_unknown_detector_and_lists_them(tmp_path):
     assert bad.exit_code == 1 and "unknown detector 'entropy'" in bad.output and "entropy_collapse" in bad.output
     listed = CliRunner().invoke(app, ["diagnose", "--list"])
     assert listed.exit_code == 0 and "reward_hacking" in listed.output
+
+
+# the stock TRL run kept in experiments/results, through the command and the report ----------------------------
+STOCK_TRL = Path(__file__).resolve().parents[1] / "experiments" / "results" / "stock_report" / "trl_out"
+
+
+def test_the_stock_trl_run_names_truncation_and_steps_without_signal(tmp_path):
+    """27% of its completions hit the cap (44% at its last step); 6 of its 8 steps have a gradient norm of 0."""
+    from typer.testing import CliRunner
+
+    from grposcope.cli import app
+
+    out = tmp_path / "f.json"
+    result = CliRunner().invoke(app, ["diagnose", str(STOCK_TRL), "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    by = {f["detector"]: f for f in json.loads(out.read_text())}
+    assert by["truncation"]["severity"] == "critical" and "27%" in by["truncation"]["title"]
+    assert "44% at the last logged step (8)" in by["truncation"]["evidence"][0]
+    assert by["no_signal_steps"]["step"] == 1 and "steps 1, 3-5, 7-8" in by["no_signal_steps"]["evidence"][0]
+    collapse = by["advantage_collapse"]
+    assert "all-wrong" in collapse["title"] and any("per group, from the rollouts" in e for e in collapse["evidence"])
+    assert any(e.startswith("from the rollouts (32 groups of 8 steps, G = 4)") for e in collapse["evidence"])
+    assert "93.8% of generated samples" in result.output  # the cost: (1 + 0.75 + 1 + 1 + 1 + 0.75 + 1 + 1) / 8
+
+
+def test_the_report_opens_with_the_same_findings(tmp_path):
+    from typer.testing import CliRunner
+
+    from grposcope.cli import app
+
+    result = CliRunner().invoke(app, ["report", str(STOCK_TRL), "--out", str(tmp_path / "r")])
+    assert result.exit_code == 0, result.output
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert md.index("## Findings") < md.index("| run |")
+    assert "**critical** `truncation`" in md and "**critical** `no_signal_steps`" in md
+    page = (tmp_path / "r" / "report.html").read_text()
+    assert page.index('id="findings"') < page.index("id='summary'") and "<code>truncation</code>" in page
