@@ -161,6 +161,10 @@ for _entry in ENTRIES:
 # validation keys (val-core/<data source>/<reward key>/mean@1, val/test_score/<data source>).
 _EVAL_PATTERNS = (re.compile(r"val-core/[^/]+/(?:reward|acc|score)/mean@1$"), re.compile(r"val/test_score/.+$"))
 _PREFIXES = ("train/", "train_", "eval/", "eval_")
+# grposcope's own families (docs/metrics.md documents each name): a key of one of these is known, read as it is
+# logged, by the report's plots and tables when not by a detector (the TRL integration logs them too)
+OWN_FAMILIES = ("collapse/", "alarm/", "avspo/", "sampler/", "perf/", "loss/", "clip/", "gspo/", "sampling/",
+                "update/", "reward/", "prompt/", "optimizer/", "kl/", "entropy/", "completion/", "eval/accuracy")
 
 
 def resolve(key: str) -> tuple[str, int] | None:
@@ -174,6 +178,9 @@ def resolve(key: str) -> tuple[str, int] | None:
                 return match.expand(name), rank
     if any(p.match(key) for p in _EVAL_PATTERNS):
         return EVAL, 90
+    for candidate in _candidates(key):
+        if candidate.startswith(OWN_FAMILIES):
+            return candidate, 50
     return None
 
 

@@ -28,15 +28,17 @@ from ..core.diagnostics import ZERO_ADVANTAGE_TOL, CollapseMonitor, alarm_window
 from .rollouts import CUT, Rollouts, StepGroups, json_lines, plural, step_span
 
 ACR_100_STEPS = 100
-# verl's logged names -> grposcope's (docs/metrics.md)
-VERL_NAMES = {
-    "critic/score/mean": "reward/mean",
-    "actor/entropy": "entropy/mean",
-    "actor/kl_loss": "kl/mean",
-    "response_length/mean": "completion/mean_length",
-    "response_length/clip_ratio": "completion/truncated_frac",
-    "timing_s/step": "perf/step_s",
-}
+
+
+def _verl_name(key: str) -> str:
+    """verl's logged key as the catalogue names it (`actor/entropy` -> `entropy/mean`); an unknown key as is.
+    Of verl's two reward means, the score before the KL penalty (`critic/score/mean`) is the reward."""
+    from ..diagnose.catalogue import resolve
+
+    if key == "critic/rewards/mean":
+        return key
+    found = resolve(key)
+    return found[0] if found is not None else key
 GROUPS = "groups"  # groups of two or more completions in the step's rollouts (steps.csv, the plots)
 
 
@@ -127,7 +129,7 @@ def _finite(value: float | None) -> float | None:
 
 def read_verl_logger(path: Path) -> dict[int, dict[str, Any]]:
     """verl's file logger (`trainer.logger=[...,'file']`): `{"step": s, "data": {metric: value}}` lines ->
-    {step: data}, the names mapped onto grposcope's where they mean the same (VERL_NAMES). A cut-short last
+    {step: data}, the names mapped onto grposcope's where they mean the same (the catalogue). A cut-short last
     line (a run still going) is skipped."""
     records: dict[int, dict[str, Any]] = {}
     for number, record in json_lines(path):
@@ -136,7 +138,7 @@ def read_verl_logger(path: Path) -> dict[int, dict[str, Any]]:
         if not is_verl_logger_record(record):
             raise ValueError(f"{path}: line {number} is not a verl file logger record ({{\"step\": s, \"data\": "
                              "{...}}); is it verl's file logger output?")
-        data = {VERL_NAMES.get(k, k): v for k, v in record["data"].items()}
+        data = {_verl_name(k): v for k, v in record["data"].items()}
         records.setdefault(int(record["step"]), {}).update(data)
     return records
 

@@ -21,22 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..diagnose.catalogue import resolve
 from ..diagnose.runlog import ACCURACY, Run
 from ..logging.jsonl import read_metrics
 from .rollouts import plural, step_span
 
-# TRL's log_history names -> grposcope's (docs/metrics.md). Names TRL shares with grposcope (the integration's
-# collapse/*, sampler/*, avspo/*, alarm/*, grad_norm) pass through unchanged.
-TRL_NAMES = {
-    "reward": "reward/mean",
-    "reward_std": "reward/std",
-    "entropy": "entropy/mean",
-    "kl": "kl/mean",
-    "loss": "loss/policy",
-    "completions/mean_length": "completion/mean_length",
-    "completions/clipped_ratio": "completion/truncated_frac",
-    "step_time": "perf/step_s",
-}
 TRL_ZERO_STD = "frac_reward_zero_std"
 # TRL evaluates with its own eval loop: the held-out mean reward stands for accuracy (0/1 rewards make it one).
 TRL_EVAL_REWARD = "eval_reward"
@@ -47,21 +36,30 @@ ACR_100_STEPS = 100  # as collapse/acr_100: the mean ACR over the first 100 step
 def run_kind(path: Path) -> str | None:
     """What `path` holds, from what is inside: "grposcope" (metrics.jsonl), "trl" (trainer_state.json, in the
     folder or a checkpoint-* folder, or TRL's completions/ parquet files), "verl" (a rollout dump of
-    {step}.jsonl files), "verl-logger" (a verl file-logger .jsonl), or None."""
+    {step}.jsonl files), "verl-logger" (a verl file-logger .jsonl, or a folder holding one), "wandb" (an offline
+    run), "tensorboard" (event files), "table" (a JSONL or CSV of step metrics), or None."""
     from .engine_runs import is_verl_logger
+    from .logs import kind_of
     from .rollouts import trl_files, verl_files
 
     if path.is_file():
         if path.name in ("metrics.jsonl", "trainer_state.json"):
             return "grposcope" if path.name == "metrics.jsonl" else "trl"
-        return "verl-logger" if path.suffix == ".jsonl" and is_verl_logger(path) else None
+        if path.suffix == ".jsonl" and is_verl_logger(path):
+            return "verl-logger"
+        return kind_of(path)
     if not path.is_dir():
         return None
     if (path / "metrics.jsonl").is_file():
         return "grposcope"
     if _trainer_state(path) is not None or trl_files(path):
         return "trl"
-    return "verl" if verl_files(path) else None
+    if verl_files(path):
+        return "verl"
+    loggers = [p for p in sorted(path.glob("*.jsonl")) if is_verl_logger(p)]
+    if len(loggers) == 1:  # verl's file logger given as its folder (<project>/<experiment>.jsonl)
+        return "verl-logger"
+    return kind_of(path)
 
 
 @dataclass(frozen=True)
@@ -91,7 +89,15 @@ def load_run(path: str | Path, name: str | None = None, options: ReadOptions = R
     if kind == "verl":
         return _verl_run(path, label, options)
     if kind == "verl-logger":
+        if path.is_dir():
+            from .engine_runs import is_verl_logger
+
+            path = next(p for p in sorted(path.glob("*.jsonl")) if is_verl_logger(p))
         return _verl_logger_run(path, label)
+    if kind in ("wandb", "tensorboard", "table"):
+        from .logs import read_log
+
+        return read_log(path, label)
     raise FileNotFoundError(f"{path} holds none of: metrics.jsonl (grposcope), trainer_state.json or "
                             "completions/completions_*.parquet (TRL, log_completions=True), {step}.jsonl files (a verl "
                             "rollout dump, trainer.rollout_data_dir); is it a run's output_dir?")
@@ -107,6 +113,7 @@ def _grposcope_run(metrics_path: Path, name: str) -> Run:
         record["step"] = int(record["step"])
     steps, series, odd = _columns(records, lambda key: key)
     run = Run(name, metrics_path.parent, "grposcope", steps, series, notes=_odd_notes(odd, metrics_path))
+    _inspect(run, records, lambda key: key, metrics_path)
     summary = metrics_path.parent / "summary.json"
     if summary.is_file():
         figures = _read_json(summary)
@@ -146,8 +153,12 @@ def _trl_run(state_path: Path, name: str, state: Any = None) -> Run:
     if not train:
         raise ValueError(f"{state_path} logged no training step yet (log_history has no record with a 'step' "
                          "and a reward or loss)")
-    steps, series, odd = _columns(_merge_by_step(train), lambda key: TRL_NAMES.get(key, key))
+    merged = _merge_by_step(train)
+    steps, series, odd = _columns(merged, trl_name)
     run = Run(name, state_path.parent, "trl", steps, series, notes=_odd_notes(odd, state_path))
+    _inspect(run, merged, trl_name, state_path)
+    if isinstance(state.get("max_steps"), int) and state["max_steps"] > 0:
+        run.config["max_steps"] = state["max_steps"]
     if not run.has("collapse/acr") and run.has(TRL_ZERO_STD):
         run.series["collapse/acr"] = list(run.series[TRL_ZERO_STD])
         run.notes.append("collapse/acr is TRL's frac_reward_zero_std (a stock TRL run)")
@@ -212,7 +223,7 @@ def trl_reward_names(folder: Path) -> list[str] | None:
 
 
 def _reward_names(run: Run) -> list[str] | None:
-    return [m.group(1) for key in run.series if (m := re.fullmatch(r"rewards/(.+)/mean", key))] or None
+    return [m.group(1) for key in run.series if (m := re.fullmatch(r"reward/(.+)/mean", key))] or None
 
 
 def _verl_run(folder: Path, name: str, options: ReadOptions) -> Run:
@@ -240,9 +251,11 @@ def _verl_logger_run(path: Path, name: str) -> Run:
     records = read_verl_logger(path)
     if not records:
         raise ValueError(f"{path} has no record yet; report a verl run after its first logged step")
-    steps, series, odd = _columns([{"step": s, **records[s]} for s in sorted(records)], lambda key: key)
+    rows = [{"step": s, **records[s]} for s in sorted(records)]
+    steps, series, odd = _columns(rows, lambda key: key)
     run = Run(name, path.parent, "verl", steps, series, notes=_odd_notes(odd, path),
               found=f"verl's file logger {path.name}")
+    _inspect(run, rows, lambda key: key, path)
     step_s = [v for v in run.values("perf/step_s") if math.isfinite(v)]
     run.wall_time_s = math.fsum(step_s) if step_s else None
     if not run.has("collapse/acr"):
@@ -297,6 +310,33 @@ def _columns(records: list[dict[str, Any]], rename: Any) -> tuple[list[int], dic
             elif key not in ("step", "time") and value is not None:
                 odd.setdefault(rename(key), []).append((record["step"], value))
     return steps, series, odd
+
+
+def trl_name(key: str) -> str:
+    """TRL's log_history key as the catalogue names it (`reward` -> `reward/mean`); `frac_reward_zero_std` keeps its
+    name (it becomes collapse/acr below, unless rollouts give the ACR per group) and so does an unknown key."""
+    if key == TRL_ZERO_STD:
+        return key
+    found = resolve(key)
+    return found[0] if found is not None else key
+
+
+IGNORED = ("step", "time", "epoch", TRL_ZERO_STD)  # not metrics, or read by name
+
+
+def _inspect(run: Run, records: list[dict[str, Any]], rename: Any, path: Path) -> None:
+    """The keys the catalogue does not know (run.unknown) and where a metric was logged as NaN or infinite
+    (run.nonfinite, with one problem line per metric): the gradient detector needs both kinds of gap told apart."""
+    for record in records:
+        for key, value in record.items():
+            if key in IGNORED or _number(value) is None:
+                continue
+            if resolve(key) is None:
+                run.unknown[key] = run.unknown.get(key, 0) + 1
+            if not math.isfinite(_number(value)):
+                run.nonfinite.setdefault(rename(key), []).append(record["step"])
+    for name, where in run.nonfinite.items():
+        run.problems.append(f"{path}: {name} is NaN or infinite at {len(where)} step(s) (the first: {where[0]})")
 
 
 def _odd_notes(odd: dict[str, list[tuple[int, Any]]], path: Path) -> list[str]:
