@@ -208,9 +208,33 @@ def _tb_scalars(path: Path, problems: list[str]) -> Iterator[tuple[int, str, flo
                     array = tensor_util.make_ndarray(value.tensor)
                     if array.size == 1 and array.dtype.kind in "fiub":
                         yield int(event.step), value.tag, float(array.reshape(-1)[0])
-    except Exception as err:  # DataLossError and its kin: a cut or damaged file
-        problems.append(f"{path}: cut short or damaged after the records read ({type(err).__name__}: {err}); "
+    except Exception as err:  # DataLossError and its kin: a damaged record
+        problems.append(f"{path}: damaged after the records read ({type(err).__name__}: {err}); "
                         "the records before it are kept")
+        return
+    cut = _tb_cut_bytes(path)  # tensorboard's reader stops quietly at a cut record (it waits for a live writer)
+    if cut:
+        problems.append(f"{path}: the last record is cut short ({cut} bytes of it written: a run still writing, "
+                        "or killed); the records before it are kept")
+
+
+def _tb_cut_bytes(path: Path) -> int:
+    """Bytes of a record cut short at the file's end, from the TFRecord framing (an 8-byte length, a 4-byte CRC
+    of it, the data, a 4-byte CRC of the data); 0 when the file ends on a record's end. Seeks, reads no data."""
+    size = path.stat().st_size
+    with path.open("rb") as handle:
+        offset = 0
+        while offset < size:
+            head = handle.read(12)
+            if len(head) < 12:
+                return size - offset
+            (length,) = struct.unpack("<Q", head[:8])
+            end = offset + 12 + length + 4
+            if end > size:
+                return size - offset
+            handle.seek(end)
+            offset = end
+    return 0
 
 
 def read_tensorboard(path: Path, name: str) -> Run:
