@@ -85,6 +85,7 @@ CASES: dict[str, tuple[dict, str]] = {
     "weight_decay": ({"weight_decay": -0.01}, r"weight_decay must be >= 0 .*got -0.01"),
     "max_grad_norm": ({"max_grad_norm": -1.0}, r"max_grad_norm must be >= 0 \(.*0: no clipping.*\), got -1.0"),
     "max_bad_steps": ({"max_bad_steps": -1}, r"max_bad_steps must be >= 0 .*got -1"),
+    "diagnose_every": ({"diagnose_every": -1}, r"diagnose_every must be >= 0 .*got -1"),
     "skip_no_signal_steps": ({"skip_no_signal_steps": "yes"}, r"option skip_no_signal_steps"),
     "lr_scheduler_type": ({"lr_scheduler_type": "warmup_cosine"}, r"unknown lr_scheduler_type 'warmup_cosine'"),
     "warmup_ratio": ({"warmup_ratio": 2.0}, r"warmup_ratio must be in \[0, 1\] .*got 2.0"),

@@ -23,7 +23,7 @@ from ..trainer.config_doc import field_docs
 from ..trainer.options import FAMILIES, declared, unread_component_option, with_component_options
 
 RUN_WIDE = ("advantage_estimator", "use_avspo", "sampler", "success_threshold", "acr_ema_lambda", "kl_bound",
-            "skip_no_signal_steps")
+            "skip_no_signal_steps", "diagnose_every")
 FAMILIES_IN_TRL = ("advantage_estimator", "sampler")
 SHARED_WITH_TRL = ("scale_rewards",)  # TRL's field, grpo's option: "group", "batch" or "none"
 # What runs in TRL is declared where each entry is registered (hosts=...)

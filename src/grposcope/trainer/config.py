@@ -264,6 +264,10 @@ class GRPOConfig:
     diagnostics: bool = True
     """Measure token entropy and run the collapse monitor (ACR family, alarms). Turn off only to measure what
     they cost (bench/step.py): without them there is no `entropy/*`, `collapse/*` history or alarm."""
+    diagnose_every: int = 10
+    """Run `grposcope diagnose`'s detectors on the run's own metrics every this many steps: a warning or
+    critical finding is logged once when it fires or worsens, and findings.json is written to output_dir at the
+    end (docs/diagnose.md). 0 turns it off."""
     torch_threads: int | None = None
     """torch.set_num_threads for the run (default: torch's choice)."""
 

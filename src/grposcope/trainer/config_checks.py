@@ -106,6 +106,7 @@ RANGES: dict[str, Range] = {
     "max_grad_norm": at_least(0, "the largest global gradient norm an update keeps, e.g. 1.0; 0: no "
                               "clipping; a negative one would turn every update around"),
     "max_bad_steps": at_least(0, "skipped NaN/inf updates before the run stops; 0: stop at the first NaN/inf"),
+    "diagnose_every": at_least(0, "steps between two live diagnoses of the run's metrics, e.g. 10; 0: off"),
     "warmup_ratio": within(0, 1, hint="the fraction of the steps that warms the learning rate up, e.g. 0.1"),
     # loss
     "beta": at_least(0, "the KL coefficient, e.g. 0.04; 0: no KL term"),

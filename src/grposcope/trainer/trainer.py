@@ -19,6 +19,8 @@ import torch
 
 from ..core import losses
 from ..core.diagnostics import CollapseMonitor, alarm_window
+from ..diagnose.engine import Options
+from ..diagnose.live import LiveDiagnosis
 from ..errors import InputTypeError, NonFiniteError
 from ..files import check_writable
 from ..logging.backends import METRICS_FILE
@@ -74,6 +76,7 @@ class GRPOTrainer:
         self.monitor = CollapseMonitor(success_threshold=self.args.success_threshold,
                                        ema_lambda=self.args.acr_ema_lambda, kl_bound=self.args.kl_bound,
                                        stagnation_steps=window, entropy_steps=window)
+        self.live = live_diagnosis(self.args, self.max_steps)  # grposcope diagnose's detectors, as it trains
         self.global_step = 0
         self.timer = PhaseTimer()
         self.bad_steps = 0  # updates skipped for a non-finite loss or gradient
@@ -100,6 +103,8 @@ class GRPOTrainer:
     def _train(self, resume: str | bool | None) -> dict[str, Any]:
         start, notes = self._resume(resume) if resume else self._start()
         logger = self.logger_factory(self.max_steps, start)
+        if start and self.live is not None:  # a resumed run: the steps before it, diagnosed without a word
+            self.live.replay(Path(self.args.output_dir) / METRICS_FILE, start)
         try:
             for note in [self.geometry.note, *unused_options(self.args), *notes]:
                 if note:
@@ -124,6 +129,8 @@ class GRPOTrainer:
                 if self.args.max_samples is not None:
                     logger.set_total(self._expected_steps())
                 logger.log(self.global_step, metrics)
+                if self.live is not None:
+                    self.live.add(self.global_step, metrics)  # every diagnose_every steps: new findings logged
                 if self.global_step % self.args.logging_steps == 0 and self._generation.sample:
                     logger.log_completions(self.global_step, self._generation.sample)
                     self._generation.sample = []  # once per generation
@@ -135,7 +142,10 @@ class GRPOTrainer:
             after = self._last_eval if self._last_eval_step == self.global_step else self.evaluate()
             self.save_model()
             skipped = self.no_signal_steps if self.args.skip_no_signal_steps else None
-            return logger.summary(summary_figures(self._eval_before, after, skipped))
+            summary = logger.summary(summary_figures(self._eval_before, after, skipped))
+            if self.live is not None:
+                self.live.finish()  # output_dir/findings.json
+            return summary
         finally:
             logger.close()  # also when a step fails: every logged line is on disk, backends flushed
 
@@ -469,6 +479,17 @@ class GRPOTrainer:
 
 def _leftovers(names: list[str]) -> list[str]:
     return [f"removed {name}: an unfinished checkpoint of a run killed while saving" for name in names]
+
+
+def live_diagnosis(args: GRPOConfig, max_steps: int) -> LiveDiagnosis | None:
+    """The live diagnosis of a run (None with diagnose_every=0), told what the config knows and a log does not."""
+    if not args.diagnose_every:
+        return None
+    options = Options(kl_bound=args.kl_bound, success_threshold=args.success_threshold,
+                      num_generations=args.num_generations, max_completion_length=args.max_completion_length,
+                      max_steps=max_steps)
+    name = args.run_name or Path(args.output_dir).name
+    return LiveDiagnosis(name, options, every=args.diagnose_every, output_dir=args.output_dir)
 
 
 def _check_callbacks(callbacks: list[Any]) -> list[Any]:

@@ -191,5 +191,5 @@ class NoSignalSteps(Detector):
         if on:
             evidence.append(f"grposcope's no-signal rule ({rules.no_signal_steps} such steps in a row) was on from "
                             f"step {on[0]}")
-        return [self.finding(severity, int(where[0]), f"{count} optimizer step{'s' if count > 1 else ''} without any "
-                             "gradient signal", evidence, steps=count, share=share, streak=streak)]
+        return [self.finding(severity, int(where[0]), f"{count} of {total} optimizer steps had no gradient signal",
+                             evidence, steps=count, share=share, streak=streak)]

@@ -77,8 +77,8 @@ class GradientPathology(Detector):
                     f"before and {SPIKE_Z:g} robust standard deviations out (log scale), at steps {spans(x[spike])}",
                     f"the largest is {ratio:.0f}x its local median ({g[spike].max():.3g} against "
                     f"{np.exp(base[spike][np.argmax(resid[spike])]):.3g})"]
-        return [self.finding(severity, x[spike][0], "recurring gradient spikes" if n >= RECURRING else
-                             "a gradient spike", evidence, spikes=n, largest=ratio)]
+        return [self.finding(severity, x[spike][0], "gradient spikes" + (" recur" if n >= RECURRING else ""),
+                             evidence, spikes=n, largest=ratio)]
 
     def _vanishing(self, x: np.ndarray, g: np.ndarray) -> list:
         start, end = stats.level(stats.head(g)), stats.level(stats.tail(g, 0.1))

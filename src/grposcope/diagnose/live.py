@@ -1,0 +1,167 @@
+"""The detectors during a run: `LiveDiagnosis` keeps the logged steps, diagnoses them every `every` steps, says
+each warning or critical finding once (when it first fires or gets worse), and writes `findings.json` at the end.
+
+grposcope's trainer and its TRL subclass feed it their metrics; `integrations/trl_callback.py` feeds it a stock
+TRL run's logs. The findings are those of `grposcope diagnose` on the same log: one set of detectors.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping
+
+from .catalogue import resolve
+from .engine import Diagnosis, Options, diagnose
+from .findings import Finding, rank
+from .runlog import Run
+
+logger = logging.getLogger("grposcope")
+FINDINGS_FILE = "findings.json"
+
+
+def finding_key(f: Finding) -> str:
+    """What stays the same while a finding's figures change: its detector and its title without numbers."""
+    return f"{f.detector}: {re.sub(r'[0-9][0-9.,%]*', '#', f.title)}"
+
+
+class LiveDiagnosis:
+    """`add(step, metrics)` once per logged step (any spelling the catalogue knows); `finish()` at the end."""
+
+    def __init__(self, name: str, options: Options = Options(), every: int = 10,
+                 output_dir: str | Path | None = None) -> None:
+        if every < 1:
+            raise ValueError(f"every must be >= 1 (steps between diagnoses), got {every}")
+        self.name, self.options, self.every = name, options, every
+        self.output_dir = Path(output_dir) if output_dir is not None else None
+        self.steps: list[int] = []
+        self.series: dict[str, list[float]] = {}
+        self.reported: dict[str, str] = {}  # finding_key -> the severity last said
+        self.added = 0
+
+    def add(self, step: int, metrics: Mapping[str, Any], check: bool = True) -> list[Finding]:
+        """Records one step's metrics; every `every` added steps, diagnoses and returns what is newly said."""
+        if not self.steps or step > self.steps[-1]:
+            self.steps.append(int(step))
+            for values in self.series.values():
+                values.append(math.nan)
+            self.added += 1
+        elif step != self.steps[-1]:
+            return []  # an older step (a log replayed out of order): already in
+        for key, value in metrics.items():
+            number = _number(value)
+            if number is None or key in ("step", "epoch"):
+                continue
+            found = resolve(key)
+            name = found[0] if found is not None else key
+            column = self.series.setdefault(name, [math.nan] * len(self.steps))
+            column[-1] = number
+        if check and self.added % self.every == 0:
+            return self.check()
+        return []
+
+    def run(self) -> Run:
+        return Run(self.name, self.output_dir or Path("."), "live", list(self.steps),
+                   {k: list(v) for k, v in self.series.items()}, config=_config(self.options))
+
+    def check(self, say: bool = True) -> list[Finding]:
+        """Diagnoses the steps so far; says (and returns) the warning and critical findings not said before at
+        this severity or worse."""
+        if len(self.steps) < 2:
+            return []
+        new = []
+        for f in diagnose(self.run(), self.options).findings:
+            if rank(f.severity) < rank("warning"):
+                continue
+            key = finding_key(f)
+            if key in self.reported and rank(self.reported[key]) >= rank(f.severity):
+                continue
+            self.reported[key] = f.severity
+            new.append(f)
+            if say:
+                logger.warning("grposcope diagnose at step %d: [%s] %s: %s. Fix: %s", self.steps[-1], f.severity,
+                               f.detector, f.title, f.fix.grposcope)
+        return new
+
+    def finish(self) -> Diagnosis:
+        """The last diagnosis, said as `check` says, and written to output_dir/findings.json (when given)."""
+        self.check()
+        result = diagnose(self.run(), self.options)
+        if self.output_dir is not None:
+            write_findings(self.output_dir / FINDINGS_FILE, result)
+        return result
+
+    def replay(self, metrics_path: Path, last_step: int) -> None:
+        """The steps up to `last_step` of a metrics.jsonl, added and diagnosed silently: a resumed run says only
+        what it finds anew."""
+        if not metrics_path.is_file():
+            return
+        with metrics_path.open("rb") as handle:
+            for raw in handle:
+                try:
+                    record = json.loads(raw)
+                except (json.JSONDecodeError, UnicodeDecodeError):
+                    continue  # a half-written last line of the killed run
+                step = record.get("step") if isinstance(record, dict) else None
+                if isinstance(step, int) and step <= last_step:
+                    self.add(step, record, check=False)
+        self.check(say=False)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"steps": list(self.steps), "series": {k: list(v) for k, v in self.series.items()},
+                "reported": dict(self.reported), "added": self.added}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.steps = [int(s) for s in state["steps"]]
+        self.series = {k: [float(x) for x in v] for k, v in state["series"].items()}
+        self.reported = dict(state["reported"])
+        self.added = int(state.get("added", len(self.steps)))
+
+
+def write_findings(path: Path, result: Diagnosis) -> None:
+    """findings.json: {"findings": [...], "cost": {...}}, written whole or not at all (a temporary file, then a
+    rename)."""
+    payload = {"run": result.run.name, "findings": [f.to_json() for f in result.findings],
+               "cost": result.cost.to_json(), "cost_line": result.cost.line(), "unchecked": result.unchecked}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temp = tempfile.mkstemp(dir=path.parent, prefix=".findings-", suffix=".json")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            json.dump(_finite(payload), out, indent=2, allow_nan=False)
+            out.write("\n")
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no NaN or Infinity: null stands for both."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    return [_finite(v) for v in value] if isinstance(value, (list, tuple)) else value
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)):
+        return float(value)
+    if hasattr(value, "item") and callable(value.item):  # a 0-d tensor or numpy number
+        try:
+            return float(value.item())
+        except (TypeError, ValueError):
+            return None
+    return None
+
+
+def _config(options: Options) -> dict[str, Any]:
+    return {k: getattr(options, k) for k in ("num_generations", "max_completion_length", "max_steps")
+            if getattr(options, k) is not None}
