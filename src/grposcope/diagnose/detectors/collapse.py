@@ -66,6 +66,23 @@ def _split(view, recent_steps: np.ndarray) -> tuple[float, float, str]:
     return 0.5, 0.5, ""
 
 
+def collapse_series(view) -> tuple[np.ndarray, np.ndarray, str, bool] | None:
+    """(steps, collapsed share, basis, logged) from the log, else estimated from a bounded reward; None without
+    either. Computed once per run (plateau asks too)."""
+    if "collapse" not in view.memo:
+        if view.has(c.ACR, 4):
+            x, acr = view[c.ACR]
+            basis = "collapse/acr" + (" (TRL's frac_reward_zero_std)" if view.run.source == "trl" else "")
+            view.memo["collapse"] = (x, acr, basis, True)
+        elif (estimate := _estimated_acr(view)) is not None:
+            x, acr, g, how = estimate
+            view.memo["collapse"] = (x, acr, f"estimated from the mean reward as p^G + (1-p)^G, a lower bound "
+                                             f"(G = {g}: {how})", False)
+        else:
+            view.memo["collapse"] = None
+    return view.memo["collapse"]
+
+
 @register
 class AdvantageCollapse(Detector):
     name = "advantage_collapse"
@@ -75,16 +92,10 @@ class AdvantageCollapse(Detector):
     refs = (ACR_PAPER, DAPO, REINFORCE_ADA)
 
     def detect(self, view):
-        logged = view.has(c.ACR, 4)
-        if logged:
-            x, acr = view[c.ACR]
-            basis = "collapse/acr" + (" (TRL's frac_reward_zero_std)" if view.run.source == "trl" else "")
-        else:
-            estimate = _estimated_acr(view)
-            if estimate is None:
-                return []
-            x, acr, g, how = estimate
-            basis = f"estimated from the mean reward as p^G + (1-p)^G, a lower bound (G = {g}: {how})"
+        found = collapse_series(view)
+        if found is None:
+            return []
+        x, acr, basis, logged = found
         recent = stats.tail(acr, 0.25)
         f = stats.level(recent)
         if f < COLLAPSE_INFO:

@@ -11,6 +11,7 @@ from .base import Detector, alarm_rules, alarm_steps, p_text, register
 
 # entropy_collapse
 ENTROPY_FALL = 0.25  # the last tenth's entropy at or below this share of the first tenth's: a collapse
+ENTROPY_HEADING = 0.50  # "heading for the floor" once it has lost half of its start (a mild decline is normal)
 ENTROPY_CRITICAL = 0.10  # ... at or below this share, with the score flat: critical (else a warning)
 TREND_ALPHA = 0.01  # Mann-Kendall significance for every "rising" / "falling" the detectors state
 REWARD_CLIMB = 0.05  # the reward rose by at least this share of its range over the same steps: still learning
@@ -75,7 +76,7 @@ class EntropyCollapse(Detector):
         late = stats.trend(x[half], h[half])
         horizon = view.setting("max_steps") or 1.5 * view.last_step
         arrival = stats.crossing(late, floor, view.last_step) if late.falling(TREND_ALPHA) and end > floor else None
-        heading = arrival is not None and arrival <= horizon
+        heading = arrival is not None and arrival <= horizon and end <= ENTROPY_HEADING * start
         if not (on or fell or heading):
             return []
         onset = on[0] if on else int(x[np.argmax(h <= max(floor, ENTROPY_FALL * start))]) if fell else None

@@ -137,7 +137,8 @@ class RewardComposition(Detector):
 PLATEAU_REACHED = 0.9
 PLATEAU_SHARE, PLATEAU_WARNING = 0.30, 0.50
 PLATEAU_MIN_STEPS = 20
-PLATEAU_GAIN = 0.05  # the score must first have risen by this share of its range... or by this much in absolute
+PLATEAU_GAIN = 0.05  # the score must first have risen by this much
+PLATEAU_REST = 0.05  # ... and the line fitted after it reached 90% gains less than this share of that rise
 
 
 @register
@@ -168,7 +169,8 @@ class Plateau(Detector):
         flat = float(x[-1] - x[reached])
         length = float(x[-1] - x[0]) or 1.0
         after = stats.trend(x[reached:], y[reached:])
-        if flat / length < PLATEAU_SHARE or flat < PLATEAU_MIN_STEPS or after.rising(EVAL_ALPHA):
+        rest = after.slope * flat  # what the line fitted since then gained
+        if flat / length < PLATEAU_SHARE or flat < PLATEAU_MIN_STEPS or rest >= PLATEAU_REST * gain:
             return []
         if after.falling(EVAL_ALPHA) and name == c.EVAL:
             return []  # falling, not flat: reward_hacking's or a regression's business
@@ -191,6 +193,7 @@ class Plateau(Detector):
             _, h = view[c.ENTROPY]
             if stats.level(stats.tail(h, 0.1)) <= 0.25 * stats.level(stats.head(h)):
                 return True
-        if view.has(c.ACR, 4):
-            return stats.level(stats.tail(view[c.ACR][1])) >= 0.5
-        return False
+        from .collapse import COLLAPSE_WARNING, collapse_series
+
+        found = collapse_series(view)
+        return found is not None and stats.level(stats.tail(found[1])) >= COLLAPSE_WARNING

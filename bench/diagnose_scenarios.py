@@ -1,0 +1,124 @@
+"""grposcope diagnose on the scenario suite (tests/scenarios.py), every scenario in every log format; and rldoctor
+0.2.0 on the same files, for docs/diagnose.md's side-by-side table.
+
+    .venv/bin/python bench/diagnose_scenarios.py --out /tmp/scenarios --seeds 10,11,12
+    .venv/bin/python bench/diagnose_scenarios.py --out /tmp/scenarios --rldoctor /tmp/rldoctor-venv/bin/rl-doctor
+
+A cell is FIRED (a warning or critical finding), `i` (info only), `-` (silent) or `n/a` (the format does not
+carry what the detector reads); `!` marks a cell that disagrees with the scenario's label. rldoctor is run at
+its defaults (it has no thresholds to set on its command line); its detector names are mapped onto grposcope's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from scenarios import FORMATS, SCENARIOS, make, write  # noqa: E402
+
+from grposcope.diagnose import DETECTORS, diagnose  # noqa: E402
+from grposcope.reports.runs import load_run  # noqa: E402
+
+# rldoctor's detector names -> grposcope's (its length_pathology covers both length detectors)
+RLDOCTOR = {"advantage_collapse": ["advantage_collapse"], "entropy_collapse": ["entropy_collapse"],
+            "kl_drift": ["kl_drift"], "length_pathology": ["length_growth", "truncation"],
+            "clip_saturation": ["clip_saturation"], "grad_pathology": ["gradient_pathology"],
+            "gradient_pathology": ["gradient_pathology"], "reward_hacking": ["reward_hacking"],
+            "reward_composition": ["reward_composition"], "plateau": ["plateau"]}
+
+
+def grposcope_cells(path: Path) -> dict[str, str]:
+    d = diagnose(load_run(path))
+    cells = {name: ("n/a" if name in d.unchecked else "-") for name in DETECTORS.names()}
+    for f in d.findings:
+        mark = "FIRED" if f.severity in ("warning", "critical") else "i"
+        if cells[f.detector] != "FIRED":
+            cells[f.detector] = mark
+    return cells
+
+
+def rldoctor_cells(exe: str, path: Path) -> dict[str, str]:
+    done = subprocess.run([exe, "diagnose", str(path), "--format", "json"], capture_output=True, text=True)
+    cells = {name: "-" for name in DETECTORS.names()}
+    try:
+        report = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        return {name: "err" for name in cells}
+    for f in report.get("findings", []):
+        severity = str(f.get("severity", "")).lower()
+        for name in RLDOCTOR.get(f.get("detector", ""), []):
+            if severity in ("warning", "warn", "critical", "crit"):
+                cells[name] = "FIRED"
+            elif severity == "info" and cells[name] == "-":
+                cells[name] = "i"
+            elif severity in ("skipped", "skip") and cells[name] == "-":
+                cells[name] = "n/a"
+    return cells
+
+
+def score(cells: dict[str, str], expected: frozenset[str]) -> tuple[int, int, bool]:
+    """(cells right, cells judged, the scenario right): a labelled detector must fire, the others must not."""
+    right = judged = 0
+    for name, cell in cells.items():
+        if cell == "n/a":
+            continue
+        judged += 1
+        right += (cell == "FIRED") == (name in expected)
+    return right, judged, right == judged
+
+
+def table(tool: str, fmt: str, rows: dict[str, dict[str, str]], labels: dict[str, frozenset]) -> list[str]:
+    names = DETECTORS.names()
+    short = [n.replace("_", " ")[:12] for n in names]
+    lines = [f"\n{tool}, {fmt}:", "| scenario | " + " | ".join(short) + " |", "|---" * (len(names) + 1) + "|"]
+    total = [0, 0, 0]
+    for scenario, cells in rows.items():
+        marks = []
+        for name in names:
+            cell = cells[name]
+            wrong = cell != "n/a" and ((cell == "FIRED") != (name in labels[scenario]))
+            marks.append(cell + ("!" if wrong else ""))
+        right, judged, whole = score(cells, labels[scenario])
+        total = [total[0] + right, total[1] + judged, total[2] + whole]
+        lines.append(f"| {scenario} | " + " | ".join(marks) + " |")
+    lines.append(f"{tool}, {fmt}: {total[0]} of {total[1]} cells right; {total[2]} of {len(rows)} scenarios "
+                 "entirely right")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, required=True, help="folder for the written logs")
+    parser.add_argument("--seeds", default="10", help="comma-separated seeds; each scenario is run per seed")
+    parser.add_argument("--formats", default=",".join(FORMATS))
+    parser.add_argument("--rldoctor", default=None, help="rldoctor's rl-doctor executable (a scratch venv's)")
+    args = parser.parse_args()
+    seeds = [int(s) for s in args.seeds.split(",")]
+    formats = args.formats.split(",")
+    labels, ours, theirs = {}, defaultdict(dict), defaultdict(dict)
+    for seed in seeds:
+        for name in SCENARIOS:
+            s = make(name, seed)
+            key = f"{name}/s{seed}" if len(seeds) > 1 else name
+            labels[key] = s.expected
+            for fmt in formats:
+                path = write(s, args.out / fmt / key.replace("/", "_"), fmt)
+                ours[fmt][key] = grposcope_cells(path)
+                if args.rldoctor:
+                    theirs[fmt][key] = rldoctor_cells(args.rldoctor, path)
+    lines = []
+    for fmt in formats:
+        lines += table("grposcope", fmt, ours[fmt], labels)
+    for fmt in (formats if args.rldoctor else []):
+        lines += table("rldoctor 0.2.0", fmt, theirs[fmt], labels)
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
