@@ -25,12 +25,26 @@ from scenarios import FORMATS, SCENARIOS, make, write  # noqa: E402
 from grposcope.diagnose import DETECTORS, diagnose  # noqa: E402
 from grposcope.reports.runs import load_run  # noqa: E402
 
-# rldoctor's detector names -> grposcope's (its length_pathology covers both length detectors)
-RLDOCTOR = {"advantage_collapse": ["advantage_collapse"], "entropy_collapse": ["entropy_collapse"],
-            "kl_drift": ["kl_drift"], "length_pathology": ["length_growth", "truncation"],
-            "clip_saturation": ["clip_saturation"], "grad_pathology": ["gradient_pathology"],
-            "gradient_pathology": ["gradient_pathology"], "reward_hacking": ["reward_hacking"],
-            "reward_composition": ["reward_composition"], "plateau": ["plateau"]}
+# The shared categories: rldoctor's nine detectors, grposcope's eleven mapped onto them (both length detectors are
+# rldoctor's length_pathology; no_signal_steps has no counterpart there and is left out of the comparison).
+SHARED = {"advantage_collapse": ["advantage_collapse"], "entropy_collapse": ["entropy_collapse"],
+          "kl_drift": ["kl_drift"], "length_pathology": ["length_growth", "truncation"],
+          "clip_saturation": ["clip_saturation"], "gradient_pathology": ["gradient_pathology"],
+          "reward_hacking": ["reward_hacking"], "reward_composition": ["reward_composition"], "plateau": ["plateau"]}
+
+
+def shared(cells: dict[str, str]) -> dict[str, str]:
+    """grposcope's cells on rldoctor's categories: FIRED if any mapped detector fired."""
+    out = {}
+    for category, names in SHARED.items():
+        marks = [cells[n] for n in names]
+        out[category] = ("FIRED" if "FIRED" in marks else "i" if "i" in marks else "n/a" if all(m == "n/a" for m in
+                         marks) else "-")
+    return out
+
+
+def shared_labels(expected: frozenset[str]) -> frozenset[str]:
+    return frozenset(c for c, names in SHARED.items() if set(names) & expected)
 
 
 def grposcope_cells(path: Path) -> dict[str, str]:
@@ -45,20 +59,17 @@ def grposcope_cells(path: Path) -> dict[str, str]:
 
 def rldoctor_cells(exe: str, path: Path) -> dict[str, str]:
     done = subprocess.run([exe, "diagnose", str(path), "--format", "json"], capture_output=True, text=True)
-    cells = {name: "-" for name in DETECTORS.names()}
     try:
         report = json.loads(done.stdout)
     except json.JSONDecodeError:
-        return {name: "err" for name in cells}
+        return {name: "err" for name in SHARED}
+    cells = {name: "-" for name in SHARED}
     for f in report.get("findings", []):
-        severity = str(f.get("severity", "")).lower()
-        for name in RLDOCTOR.get(f.get("detector", ""), []):
-            if severity in ("warning", "warn", "critical", "crit"):
-                cells[name] = "FIRED"
-            elif severity == "info" and cells[name] == "-":
-                cells[name] = "i"
-            elif severity in ("skipped", "skip") and cells[name] == "-":
-                cells[name] = "n/a"
+        severity, name = str(f.get("severity", "")).upper(), f.get("detector", "")
+        if name == "grad_pathology":
+            name = "gradient_pathology"
+        if name in cells:
+            cells[name] = {"WARNING": "FIRED", "CRITICAL": "FIRED", "INFO": "i", "SKIPPED": "n/a"}.get(severity, "-")
     return cells
 
 
@@ -74,7 +85,7 @@ def score(cells: dict[str, str], expected: frozenset[str]) -> tuple[int, int, bo
 
 
 def table(tool: str, fmt: str, rows: dict[str, dict[str, str]], labels: dict[str, frozenset]) -> list[str]:
-    names = DETECTORS.names()
+    names = list(next(iter(rows.values())))
     short = [n.replace("_", " ")[:12] for n in names]
     lines = [f"\n{tool}, {fmt}:", "| scenario | " + " | ".join(short) + " |", "|---" * (len(names) + 1) + "|"]
     total = [0, 0, 0]
@@ -115,8 +126,13 @@ def main() -> None:
     lines = []
     for fmt in formats:
         lines += table("grposcope", fmt, ours[fmt], labels)
-    for fmt in (formats if args.rldoctor else []):
-        lines += table("rldoctor 0.2.0", fmt, theirs[fmt], labels)
+    if args.rldoctor:
+        mapped = {k: shared_labels(v) for k, v in labels.items()}
+        for fmt in formats:
+            lines += table("rldoctor 0.2.0 (its nine detectors)", fmt, theirs[fmt], mapped)
+        for fmt in formats:
+            lines += table("grposcope on rldoctor's nine categories", fmt,
+                           {k: shared(v) for k, v in ours[fmt].items()}, mapped)
     print("\n".join(lines))
 
 

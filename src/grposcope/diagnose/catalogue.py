@@ -159,7 +159,7 @@ for _entry in ENTRIES:
             _EXACT.setdefault(_alias, (_entry.name, _rank))
 # The logger prefixes of Hugging Face's TensorBoard and W&B callbacks (train/<key>, eval/<key>) and verl's
 # validation keys (val-core/<data source>/<reward key>/mean@1, val/test_score/<data source>).
-_EVAL_PATTERNS = (re.compile(r"val-core/[^/]+/(?:reward|acc|score)/mean@1$"), re.compile(r"val/test_score/.+$"))
+_EVAL_PATTERNS = (re.compile(r"val-core/.+/(?:reward|acc|score)/mean@[0-9]+$"), re.compile(r"val/test_score/.+$"))
 _PREFIXES = ("train/", "eval/", "eval_")  # not train_: transformers' run totals (train_loss, train_runtime)
 # grposcope's own families (docs/metrics.md documents each name): a key of one of these is known, read as it is
 # logged, by the report's plots and tables when not by a detector (the TRL integration logs them too)
