@@ -96,10 +96,13 @@ def test_entropy_collapse_with_a_flat_reward_is_critical():
 
 
 def test_entropy_falling_while_the_reward_climbs_is_convergence():
-    entropy = 1.2 * np.exp(-t / 30) + 0.03
+    entropy = 0.8 * np.exp(-t / 30) + 0.3  # 1.1 -> 0.3 nats: below the floor, but not an order of magnitude down
     reward = 0.1 + 0.8 * t / STEPS + noise(4, scale=0.02)
     fs = found(make_run(**{"entropy/mean": entropy, "reward/mean": reward}), "entropy_collapse")
     assert [f.severity for f in fs] == ["info"] and "convergence" in fs[0].title
+    deep = 1.2 * np.exp(-t / 30) + 0.03  # to 3% of its start: nearly deterministic, the climb notwithstanding
+    fs = found(make_run(**{"entropy/mean": deep, "reward/mean": reward}), "entropy_collapse")
+    assert [f.severity for f in fs] == ["warning"] and "order of magnitude" in fs[0].title
 
 
 def test_entropy_that_stays_up_is_silent():

@@ -23,6 +23,11 @@ from .runlog import Run
 
 logger = logging.getLogger("grposcope")
 FINDINGS_FILE = "findings.json"
+FIX_HOSTS = ("grposcope", "trl", "verl")  # Fix's fields: the option names a said finding's fix line uses
+# keys that are not metrics: the step counters and clocks the log readers skip too (reports/logs.py)
+NOT_METRICS = frozenset(("step", "global_step", "train/global_step", "trainer/global_step", "_step", "iteration",
+                         "time", "_timestamp", "_runtime", "epoch", "train/epoch"))
+UNKNOWN_RANK = 99  # a key the catalogue does not know: any spelling it knows is preferred
 
 
 def finding_key(f: Finding) -> str:
@@ -34,31 +39,44 @@ class LiveDiagnosis:
     """`add(step, metrics)` once per logged step (any spelling the catalogue knows); `finish()` at the end."""
 
     def __init__(self, name: str, options: Options = Options(), every: int = 10,
-                 output_dir: str | Path | None = None) -> None:
+                 output_dir: str | Path | None = None, fix: str = "grposcope") -> None:
         if every < 1:
             raise ValueError(f"every must be >= 1 (steps between diagnoses), got {every}")
-        self.name, self.options, self.every = name, options, every
+        if fix not in FIX_HOSTS:
+            raise ValueError(f"fix must be one of {', '.join(FIX_HOSTS)} (whose option names a said fix uses), "
+                             f"got {fix!r}")
+        self.name, self.options, self.every, self.fix = name, options, every, fix
         self.output_dir = Path(output_dir) if output_dir is not None else None
         self.steps: list[int] = []
         self.series: dict[str, list[float]] = {}
+        self.ranks: dict[str, int] = {}  # name -> the catalogue rank of the spelling that set the last step's value
+        self.unknown: dict[str, int] = {}  # keys the catalogue does not know -> values seen (kept under their key)
         self.reported: dict[str, str] = {}  # finding_key -> the severity last said
         self.added = 0
 
     def add(self, step: int, metrics: Mapping[str, Any], check: bool = True) -> list[Finding]:
-        """Records one step's metrics; every `every` added steps, diagnoses and returns what is newly said."""
+        """Records one step's metrics; every `every` added steps, diagnoses and returns what is newly said.
+        A step logged again (TRL's eval record after its train record) merges into the same step; as the log
+        readers do, of two spellings of one metric the catalogue's preferred one wins."""
         if not self.steps or step > self.steps[-1]:
             self.steps.append(int(step))
             for values in self.series.values():
                 values.append(math.nan)
+            self.ranks = {}
             self.added += 1
         elif step != self.steps[-1]:
             return []  # an older step (a log replayed out of order): already in
         for key, value in metrics.items():
             number = _number(value)
-            if number is None or key in ("step", "epoch"):
+            if number is None or key in NOT_METRICS:
                 continue
             found = resolve(key)
-            name = found[0] if found is not None else key
+            name, rank = found if found is not None else (key, UNKNOWN_RANK)
+            if found is None:
+                self.unknown[key] = self.unknown.get(key, 0) + 1
+            if rank > self.ranks.get(name, rank):
+                continue  # a less preferred spelling of a metric this step already has
+            self.ranks[name] = rank
             column = self.series.setdefault(name, [math.nan] * len(self.steps))
             column[-1] = number
         if check and self.added % self.every == 0:
@@ -67,7 +85,8 @@ class LiveDiagnosis:
 
     def run(self) -> Run:
         return Run(self.name, self.output_dir or Path("."), "live", list(self.steps),
-                   {k: list(v) for k, v in self.series.items()}, config=_config(self.options))
+                   {k: list(v) for k, v in self.series.items()}, config=_config(self.options),
+                   unknown=dict(self.unknown))
 
     def check(self, say: bool = True) -> list[Finding]:
         """Diagnoses the steps so far; says (and returns) the warning and critical findings not said before at
@@ -84,8 +103,8 @@ class LiveDiagnosis:
             self.reported[key] = f.severity
             new.append(f)
             if say:
-                logger.warning("grposcope diagnose at step %d: [%s] %s: %s. Fix: %s", self.steps[-1], f.severity,
-                               f.detector, f.title, f.fix.grposcope)
+                logger.warning("grposcope diagnose at step %d: [%s] %s: %s\n  fix: %s", self.steps[-1],
+                               f.severity, f.detector, f.title, getattr(f.fix, self.fix))
         return new
 
     def finish(self) -> Diagnosis:
@@ -113,12 +132,19 @@ class LiveDiagnosis:
         self.check(say=False)
 
     def state_dict(self) -> dict[str, Any]:
+        """What it has accumulated and what it has said, JSON-safe (NaN stays a float: json writes it as NaN)."""
         return {"steps": list(self.steps), "series": {k: list(v) for k, v in self.series.items()},
-                "reported": dict(self.reported), "added": self.added}
+                "ranks": dict(self.ranks), "unknown": dict(self.unknown), "reported": dict(self.reported),
+                "added": self.added}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.steps = [int(s) for s in state["steps"]]
-        self.series = {k: [float(x) for x in v] for k, v in state["series"].items()}
+        steps = [int(s) for s in state["steps"]]
+        series = {k: [float(x) for x in v] for k, v in state["series"].items()}
+        if any(len(v) != len(steps) for v in series.values()):
+            raise ValueError("a live diagnosis state whose series are not aligned with its steps")
+        self.steps, self.series = steps, series
+        self.ranks = {k: int(v) for k, v in state.get("ranks", {}).items()}
+        self.unknown = {k: int(v) for k, v in state.get("unknown", {}).items()}
         self.reported = dict(state["reported"])
         self.added = int(state.get("added", len(self.steps)))
 

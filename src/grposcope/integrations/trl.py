@@ -128,7 +128,7 @@ class GRPOTrainer(trl.GRPOTrainer):
         if args.diagnose_every:  # grposcope diagnose's detectors on what this run logs (findings.json at the end)
             from .trl_callback import DiagnoseCallback
 
-            self.add_callback(DiagnoseCallback(every=args.diagnose_every))
+            self.add_callback(DiagnoseCallback(every=args.diagnose_every, fix="grposcope"))
         window = alarm_window(args.max_steps)  # TRL's max_steps; -1 (epochs): the paper's 50 steps
         self.monitor = CollapseMonitor(args.success_threshold, ema_lambda=args.acr_ema_lambda, kl_bound=args.kl_bound,
                                        stagnation_steps=window, entropy_steps=window)

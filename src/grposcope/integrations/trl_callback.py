@@ -18,7 +18,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from ..diagnose.engine import Options
-from ..diagnose.live import LiveDiagnosis
+from ..diagnose.live import FIX_HOSTS, LiveDiagnosis
 from ..diagnose.render import markdown
 
 FINDINGS_MD = "findings.md"
@@ -26,12 +26,16 @@ FINDINGS_MD = "findings.md"
 
 class DiagnoseCallback(TrainerCallback):
     """`every`: logged steps between two diagnoses; `options`: what TRL's logs do not say (diagnose.Options;
-    the run's num_generations, max_completion_length and max_steps are taken from its args)."""
+    the run's num_generations, max_completion_length and max_steps are taken from its args); `fix`: whose option
+    names the logged fix lines use: "trl" (stock TRL's GRPOConfig) or "grposcope" (the TRL subclass's)."""
 
-    def __init__(self, every: int = 10, options: Options | None = None, name: str | None = None) -> None:
+    def __init__(self, every: int = 10, options: Options | None = None, name: str | None = None,
+                 fix: str = "trl") -> None:
         if not isinstance(every, int) or every < 1:
             raise ValueError(f"every must be an int >= 1 (logged steps between diagnoses), got {every!r}")
-        self.every, self.options, self.name = every, options, name
+        if fix not in FIX_HOSTS:
+            raise ValueError(f"fix must be one of {', '.join(FIX_HOSTS)}, got {fix!r}")
+        self.every, self.options, self.name, self.fix = every, options, name, fix
         self.live: LiveDiagnosis | None = None
         self.result = None  # the last Diagnosis, after training
 
@@ -42,7 +46,8 @@ class DiagnoseCallback(TrainerCallback):
             max_steps=state.max_steps if getattr(state, "max_steps", 0) and state.max_steps > 0 else None)
         name = self.name or getattr(args, "run_name", None) or Path(args.output_dir).name
         main = getattr(state, "is_world_process_zero", True)
-        self.live = LiveDiagnosis(name, options, every=self.every, output_dir=args.output_dir if main else None)
+        self.live = LiveDiagnosis(name, options, every=self.every, output_dir=args.output_dir if main else None,
+                                  fix=self.fix)
         for record in state.log_history or []:  # resumed: the steps before, diagnosed without a word
             if isinstance(record, dict) and isinstance(record.get("step"), int):
                 self.live.add(record["step"], record, check=False)

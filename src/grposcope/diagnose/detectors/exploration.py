@@ -51,6 +51,21 @@ def _still_learning(view, since: float) -> tuple[bool, str]:
                     f"step ({p_text(t.p)}), {'still rising' if rising else 'not rising'}")
 
 
+def entropy_collapsed(view) -> tuple[bool, list[int], bool, float, float]:
+    """(collapsed, the steps the entropy rule was on, fell to a quarter, start, end). Collapsed: the alarm's rule
+    held (below the floor for a window, after having been above) and the entropy lost at least half of its start,
+    or it fell to a quarter of its start with a falling trend. The floor alone is absolute, and models differ:
+    one that starts at 0.8 nats and settles at 0.45 has converged, not collapsed."""
+    if "entropy" not in view.memo:
+        x, h = view[c.ENTROPY]
+        start, end = stats.level(stats.head(h)), stats.level(stats.tail(h, 0.1))
+        on = alarm_steps(view, "entropy_collapse")
+        fell = start > 0 and end <= ENTROPY_FALL * start and stats.trend(x, h).falling(TREND_ALPHA)
+        lost_half = start > 0 and end <= ENTROPY_HEADING * start
+        view.memo["entropy"] = (bool(on and lost_half) or bool(fell), on, bool(fell), start, end)
+    return view.memo["entropy"]
+
+
 @register
 class EntropyCollapse(Detector):
     name = "entropy_collapse"
@@ -68,22 +83,20 @@ class EntropyCollapse(Detector):
     def detect(self, view):
         x, h = view[c.ENTROPY]
         floor = view.options.entropy_floor
-        start, end = stats.level(stats.head(h)), stats.level(stats.tail(h, 0.1))
-        on = alarm_steps(view, "entropy_collapse")
+        collapsed, on, fell, start, end = entropy_collapsed(view)
         rules = alarm_rules(view)
-        fell = start > 0 and end <= ENTROPY_FALL * start and stats.trend(x, h).falling(TREND_ALPHA)
         half = x >= x[len(x) // 2]
         late = stats.trend(x[half], h[half])
         horizon = view.setting("max_steps") or 1.5 * view.last_step
         arrival = stats.crossing(late, floor, view.last_step) if late.falling(TREND_ALPHA) and end > floor else None
         heading = arrival is not None and arrival <= horizon and end <= ENTROPY_HEADING * start
-        if not (on or fell or heading):
+        if not (collapsed or heading):
             return []
-        onset = on[0] if on else int(x[np.argmax(h <= max(floor, ENTROPY_FALL * start))]) if fell else None
+        onset = on[0] if on and collapsed else int(x[np.argmax(h <= ENTROPY_FALL * start)]) if fell else None
         learning, reward_line = _still_learning(view, onset if onset is not None else x[len(x) // 2])
         evidence = [f"entropy/mean fell from {start:.3f} nats (median of the first tenth) to {end:.3f} (last tenth), "
                     f"{(end - start) / start:+.0%}" if start > 0 else f"entropy/mean ends at {end:.3f} nats"]
-        if on:
+        if on and collapsed:
             evidence.append(f"below the floor {floor} nats for more than {rules.entropy_steps} steps in a row from "
                             f"step {on[0] - rules.entropy_steps} (grposcope's entropy_collapse rule)")
         if arrival is not None:
@@ -91,10 +104,15 @@ class EntropyCollapse(Detector):
                             f"rate it reaches the floor {floor} at step ~{arrival:.0f}")
         if reward_line:
             evidence.append(reward_line)
-        if learning:
+        deep = start > 0 and end <= ENTROPY_CRITICAL * start  # an order of magnitude down: nearly deterministic
+        if learning and not (collapsed and deep):
             return [self.finding("info", onset or x[-1], "entropy falls while the reward still climbs (convergence, "
                                  "not yet a collapse)", evidence, start=start, end=end)]
-        if on or fell:
+        if learning:  # the score still rises, but groups of a near-deterministic policy will soon all agree
+            return [self.finding("warning", onset, "the policy's entropy has collapsed by an order of magnitude; the "
+                                 "score still rises, but its groups will soon give identical answers", evidence,
+                                 start=start, end=end)]
+        if collapsed:
             # an order of magnitude below its start: nothing left to explore; less: a warning
             severity = "critical" if start > 0 and end <= ENTROPY_CRITICAL * start else "warning"
             return [self.finding(severity, onset, "the policy's entropy has collapsed and the reward stopped "

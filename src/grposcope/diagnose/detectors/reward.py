@@ -7,7 +7,7 @@ import numpy as np
 from .. import catalogue as c
 from .. import stats
 from ..findings import DEEPSEEK_R1, OVEROPTIMIZATION, Fix
-from .base import Detector, alarm_steps, p_text, register
+from .base import Detector, p_text, register
 
 TREND_ALPHA = 0.01
 EVAL_ALPHA = 0.05  # the held-out score has few points: a looser test, stated in the evidence
@@ -106,7 +106,9 @@ class RewardComposition(Detector):
             evidence.append(f"reward/{f}/mean is {means[f][1][0]:g} on every one of {len(means[f][1])} logged steps: "
                             "it adds the same to every completion and never moves an advantage")
         if shares:
-            evidence.append("share of the within-step reward variance (median over steps): "
+            within = all(view.has(f"reward/{f}/std", 4) for f in funcs)
+            evidence.append(("share of the within-step reward variance (median over steps): " if within else
+                             "share of the variance of the step means over the run (no per-function std logged): ")
                             + ", ".join(f"{f} {s:.0%}" for f, s in shares.items()))
         zero_dead = [f for f in dead if means[f][1][0] == 0]
         severity = "critical" if zero_dead and dominant else "warning" if zero_dead or dominant else "info"
@@ -119,10 +121,14 @@ class RewardComposition(Detector):
                              dominant_share=max(shares.values(), default=0.0))]
 
     def _shares(self, view, funcs: list[str]) -> dict[str, float]:
-        """Per function, the median over steps of its std^2 / the sum of all functions' std^2."""
+        """Per function, the median over steps of its std^2 / the sum of all functions' std^2; without the
+        per-function std (verl, most custom logs), each function's share of the variance of its step means over
+        the run (a proxy: what moves the reward from step to step)."""
         names = [f"reward/{f}/std" for f in funcs]
         if not all(view.has(n, 4) for n in names):
-            return {}
+            _, *means = view.aligned(*(f"reward/{f}/mean" for f in funcs))
+            var = np.array([np.var(m) for m in means])
+            return {f: float(v / var.sum()) for f, v in zip(funcs, var)} if var.sum() > 0 else {}
         _, *stds = view.aligned(*names)
         var = np.vstack(stds) ** 2  # (F, steps)
         total = var.sum(axis=0)
@@ -187,12 +193,10 @@ class Plateau(Detector):
 
     def _explained(self, view) -> bool:
         """Another finding explains the stall: entropy collapsed, or most groups all-correct (saturated)."""
-        if alarm_steps(view, "entropy_collapse"):
+        from .exploration import entropy_collapsed
+
+        if view.has(c.ENTROPY, 8) and entropy_collapsed(view)[0]:
             return True
-        if view.has(c.ENTROPY, 8):
-            _, h = view[c.ENTROPY]
-            if stats.level(stats.tail(h, 0.1)) <= 0.25 * stats.level(stats.head(h)):
-                return True
         from .collapse import COLLAPSE_WARNING, collapse_series
 
         found = collapse_series(view)
