@@ -1,8 +1,8 @@
 """grposcope.diagnose: findings from what a run logged (scalar logs, rollouts where there are any).
 
     from grposcope.diagnose import diagnose, Options
-    from grposcope.reports.logs import load_log      # any log format -> Run
-    d = diagnose(load_log("trl_out/"))
+    from grposcope.reports.runs import load_run      # any log format -> Run
+    d = diagnose(load_run("trl_out/"))
     for f in d.findings: print(f.severity, f.detector, f.step, f.title)
 
 Layers: pure numpy/scipy over the Run record (runlog.py); imports nothing above core. The catalogue

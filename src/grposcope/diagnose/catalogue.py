@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 
 @dataclass(frozen=True)
@@ -167,6 +168,7 @@ OWN_FAMILIES = ("collapse/", "alarm/", "avspo/", "sampler/", "perf/", "loss/", "
                 "update/", "reward/", "prompt/", "optimizer/", "kl/", "entropy/", "completion/", "eval/accuracy")
 
 
+@lru_cache(maxsize=65536)  # a log repeats its keys on every step: each is resolved once
 def resolve(key: str) -> tuple[str, int] | None:
     """The canonical name of a logged key and its rank among that name's spellings, or None when no entry knows
     it. `rewards/accuracy/mean` -> (`reward/accuracy/mean`, 1); `train/frac_reward_zero_std` -> (`collapse/acr`, 1)."""

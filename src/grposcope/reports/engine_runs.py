@@ -25,20 +25,10 @@ from typing import Any
 import torch
 
 from ..core.diagnostics import ZERO_ADVANTAGE_TOL, CollapseMonitor, alarm_window, collapsed_groups, pad_groups
-from .rollouts import CUT, Rollouts, StepGroups, json_lines, plural, step_span
+from .rollouts import Rollouts, StepGroups, plural, step_span
 
 ACR_100_STEPS = 100
 
-
-def _verl_name(key: str) -> str:
-    """verl's logged key as the catalogue names it (`actor/entropy` -> `entropy/mean`); an unknown key as is.
-    Of verl's two reward means, the score before the KL penalty (`critic/score/mean`) is the reward."""
-    from ..diagnose.catalogue import resolve
-
-    if key == "critic/rewards/mean":
-        return key
-    found = resolve(key)
-    return found[0] if found is not None else key
 GROUPS = "groups"  # groups of two or more completions in the step's rollouts (steps.csv, the plots)
 
 
@@ -125,22 +115,6 @@ def _sizes(sizes: Counter, kind: str) -> str:
 
 def _finite(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
-
-
-def read_verl_logger(path: Path) -> dict[int, dict[str, Any]]:
-    """verl's file logger (`trainer.logger=[...,'file']`): `{"step": s, "data": {metric: value}}` lines ->
-    {step: data}, the names mapped onto grposcope's where they mean the same (the catalogue). A cut-short last
-    line (a run still going) is skipped."""
-    records: dict[int, dict[str, Any]] = {}
-    for number, record in json_lines(path):
-        if record is CUT:
-            continue
-        if not is_verl_logger_record(record):
-            raise ValueError(f"{path}: line {number} is not a verl file logger record ({{\"step\": s, \"data\": "
-                             "{...}}); is it verl's file logger output?")
-        data = {_verl_name(k): v for k, v in record["data"].items()}
-        records.setdefault(int(record["step"]), {}).update(data)
-    return records
 
 
 def is_verl_logger_record(record: Any) -> bool:

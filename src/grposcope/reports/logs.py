@@ -1,21 +1,15 @@
-"""Scalar logs that grposcope did not write, read into a Run: TensorBoard event folders, W&B offline runs and
-history exports, and any JSONL or CSV of step metrics. (grposcope's metrics.jsonl, TRL's trainer_state.json and
-verl's file logger are read in runs.py and engine_runs.py; every reader resolves its keys through the catalogue.)
+"""Scalar logs that grposcope did not write, read into a Run: any JSONL or CSV of step metrics (W&B history
+exports among them), verl's file logger, and through log_formats.py TensorBoard event folders and W&B offline
+runs. (grposcope's metrics.jsonl and TRL's trainer_state.json are read in runs.py.) Every reader resolves its keys
+through the catalogue; a key it does not know keeps its spelling and is counted in `run.unknown`.
 
-- TensorBoard: tensorboard's own reader (`EventFileLoader`), every event file of a folder; tags as transformers'
-  TensorBoardCallback writes them (`train/<key>`, `eval/<key>`), scalars as `simple_value` or as a scalar tensor.
-- W&B: wandb 0.31 ships no Python reader of the `.wandb` transaction log (its reader moved into the Go
-  `wandb-core` binary, which offers none either); its records are wandb's own protobuf (`wandb.proto.
-  wandb_internal_pb2.Record`) framed as a LevelDB log (7-byte header: ':W&B', a 2-byte magic, a version byte;
-  then 32 KiB blocks of records with a CRC, a length and a type). `read_wandb` reads that framing and parses each
-  record with wandb's protobuf: history rows, the config, nothing sent anywhere. A file of another layout is
-  named in one problem line. A history export (`run.history()` or the UI's CSV: `_step`, `train/reward`, ...)
-  is a generic JSONL or CSV.
-- Generic JSONL / CSV: one object or row per step, the step in `step`, `_step`, `global_step`,
-  `train/global_step` or `iteration`.
+- Generic JSONL / CSV: one object or row per step, the step in `step`, `global_step`, `train/global_step`,
+  `trainer/global_step`, `_step` or `iteration` (the first present of these, in that order).
+- verl's file logger (`trainer.logger=[..., 'file']`): `{"step": s, "data": {metric: value}}` lines.
 
-Streaming: files are read record by record (a line, an event, a W&B record); what is kept is one number per
-logged step and metric. A bad record costs one problem line naming the file, never the rest of the file.
+Streaming: a file is read record by record (a line, a CSV row, an event, a W&B record); what is kept is one
+number per logged step and metric (`Collector`). A bad record or value costs one problem line per file and kind
+of fault, naming the file, never the rest of the file.
 """
 
 from __future__ import annotations
@@ -23,86 +17,143 @@ from __future__ import annotations
 import csv
 import json
 import math
-import struct
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 from typing import Any, Iterator
 
 from ..diagnose.catalogue import resolve
+from ..diagnose.live import NOT_METRICS, UNKNOWN_RANK
 from ..diagnose.runlog import Run
 
 # the optimizer step, most specific first: W&B's own `_step` counts log calls, which transformers makes several of
 # per optimizer step (train and eval), so its `train/global_step` is preferred
 STEP_KEYS = ("step", "global_step", "train/global_step", "trainer/global_step", "_step", "iteration")
-TB_GLOB = "events.out.tfevents.*"
-WANDB_GLOB = "*.wandb"
+SKIPPED = NOT_METRICS | {"training/global_step", "training/epoch"}  # verl's counters ride in its data too
 
 
 class Collector:
-    """Step records -> a Run's columns. Keys go through the catalogue; of two spellings of one metric in a
-    record the catalogue's preferred one wins; a later record of a step overwrites an earlier one key by key."""
+    """Step records -> a Run's columns. Keys go through the catalogue; of two spellings of one metric in one
+    record the catalogue's preferred (lower rank) wins; a later record of a step overwrites an earlier one key by
+    key (a resumed run re-logs the steps after its checkpoint: the later values are the ones that trained on)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.rows: dict[int, dict[str, tuple[int, float]]] = {}
+        self.rows: dict[int, dict[str, float]] = {}
         self.unknown: Counter = Counter()
-        self.nonfinite: dict[str, set[int]] = defaultdict(set)
-        self.not_numbers: dict[str, list[tuple[int, Any]]] = defaultdict(list)
+        self.not_numbers: dict[str, list[Any]] = {}  # name -> [count, first step, first value]
+        self.flags: Counter = Counter()  # name -> values logged as true/false
+        self.not_scalars: set[str] = set()  # histograms, tables, media
         self.repeated = self.backwards = 0
         self.last: int | None = None
         self.problems: list[str] = []
+        self.nonfinite: dict[str, set[int]] = {}  # name -> steps that logged NaN or +-inf
+        self._names: dict[str, tuple[str, int, bool] | None] = {}  # key -> (name, rank, known); None: skipped
+        self._absorbed: list[set[str]] = []  # the names of the collectors absorbed into this one
+
+    def _name(self, key: str) -> tuple[str, int, bool] | None:
+        if key in SKIPPED or key in STEP_KEYS:
+            return None
+        found = resolve(key)
+        return (found[0], found[1], True) if found is not None else (key, UNKNOWN_RANK, False)
 
     def add(self, step: int, record: dict[str, Any]) -> None:
-        if step in self.rows:
-            self.repeated += 1
         if self.last is not None and step < self.last:
             self.backwards += 1
         self.last = step
-        row = self.rows.setdefault(step, {})
+        numbers: dict[str, tuple[int, float]] = {}
+        names = self._names
         for key, value in record.items():
-            if key in STEP_KEYS or key in ("time", "_timestamp", "_runtime", "epoch", "train/epoch"):
+            entry = names[key] if key in names else names.setdefault(key, self._name(key))
+            if entry is None:
                 continue
-            found = resolve(key)
-            name, rank = found if found is not None else (key, 99)
-            if found is None:
+            name, rank, known = entry
+            if not known:
                 self.unknown[key] += 1
-            number = number_of(value)
-            if number is None:
-                if value is not None and not isinstance(value, (dict, list)):
-                    self.not_numbers[name].append((step, value))
-                continue
-            if not math.isfinite(number):
-                self.nonfinite[name].add(step)
-            if name not in row or rank <= row[name][0]:
-                row[name] = (rank, number)
+            kind = type(value)
+            if kind is float or kind is int:  # the common case, without number_of's checks
+                number = float(value)
+            else:
+                number = number_of(value)
+                if number is None:
+                    self._not_a_number(name, step, value)
+                    continue
+                if kind is bool and known:  # a known metric; an unknown key may be a flag
+                    self.flags[name] += 1
+            if number != number or number in (math.inf, -math.inf):
+                self.nonfinite.setdefault(name, set()).add(step)
+            if name not in numbers or rank < numbers[name][0]:
+                numbers[name] = (rank, number)
+        row = self.rows.setdefault(step, {})
+        if row and not row.keys().isdisjoint(numbers):
+            self.repeated += 1
+        for name, (_, number) in numbers.items():
+            row[name] = number
+
+    def _not_a_number(self, name: str, step: int, value: Any) -> None:
+        if isinstance(value, (dict, list)):
+            self.not_scalars.add(name)
+        elif value is not None:
+            seen = self.not_numbers.setdefault(name, [0, step, value])
+            seen[0] += 1
+
+    def absorb(self, other: Collector) -> None:
+        """`other`'s steps into this one (the files of one run, `other` the later): its values win."""
+        self._absorbed.append({e[0] for e in other._names.values() if e is not None} | set().union(*other._absorbed))
+        for step, row in sorted(other.rows.items()):
+            mine = self.rows.setdefault(step, {})
+            self.repeated += bool(mine.keys() & row.keys())
+            mine.update(row)
+        self.unknown.update(other.unknown)
+        self.flags.update(other.flags)
+        self.not_scalars |= other.not_scalars
+        for name, seen in other.not_numbers.items():
+            self.not_numbers.setdefault(name, [0, *seen[1:]])[0] += seen[0]
+        for name, where in other.nonfinite.items():
+            self.nonfinite.setdefault(name, set()).update(where)
+        self.repeated += other.repeated
+        self.backwards += other.backwards
+        self.problems += other.problems
 
     def run(self, name: str, source: str, found: str) -> Run:
         steps = sorted(self.rows)
-        names = list(dict.fromkeys(n for s in steps for n in self.rows[s]))
-        series = {n: [self.rows[s][n][1] if n in self.rows[s] else math.nan for s in steps] for n in names}
-        problems = list(self.problems)
-        if self.repeated:
-            problems.append(f"{self.path}: {self.repeated} record(s) repeat a step already logged (a resumed run, "
-                            "or two runs in one log): the later value of each metric is kept")
-        if self.backwards:
-            problems.append(f"{self.path}: steps go backwards {self.backwards} time(s); read in step order")
-        for metric, bad in self.not_numbers.items():
-            step, value = bad[0]
-            shown = json.dumps(value)[:40] if not isinstance(value, str) else repr(value[:40])
-            problems.append(f"{self.path}: {metric} holds {len(bad)} value(s) that are not numbers (the first: "
-                            f"{shown} at step {step}); read as not logged")
-        for metric, where in self.nonfinite.items():
-            problems.append(f"{self.path}: {metric} is NaN or infinite at {len(where)} step(s) (the first: "
-                            f"{min(where)})")
+        rows = [self.rows[s] for s in steps]
+        # every name a key resolved to, in the order first met, kept when some step logged a number for it
+        candidates = dict.fromkeys(e[0] for e in self._names.values() if e is not None)
+        candidates.update(dict.fromkeys(n for other in self._absorbed for n in other))
+        series = {n: [row.get(n, math.nan) for row in rows] for n in candidates}
+        series = {n: v for n, v in series.items() if any(n in row for row in rows)}
+        # a NaN logged as NaN, unlike the gaps of `series` (recorded as each value was read)
+        nonfinite = {n: sorted(where) for n, where in self.nonfinite.items()}
+        notes = []
+        if self.not_scalars:
+            notes.append(f"{self.path}: {len(self.not_scalars)} key(s) hold histograms, tables or media, not numbers "
+                         f"(not read): {', '.join(sorted(self.not_scalars)[:5])}")
         return Run(name, self.path, source, steps, series, found=found, unknown=dict(self.unknown),
-                   problems=problems, nonfinite={k: sorted(v) for k, v in self.nonfinite.items()})
+                   problems=self.problems + self._value_problems(nonfinite), notes=notes, nonfinite=nonfinite)
+
+    def _value_problems(self, nonfinite: dict[str, list[int]]) -> list[str]:
+        """One line per kind of bad record, and per metric with bad values."""
+        out = []
+        if self.repeated:
+            out.append(f"{self.path}: {self.repeated} record(s) repeat a step already logged, with a metric logged "
+                       "there before (a resumed run, or two runs in one log): the later value of each metric is kept")
+        if self.backwards:
+            out.append(f"{self.path}: steps go backwards {self.backwards} time(s); read in step order")
+        for metric, (count, step, value) in self.not_numbers.items():
+            shown = repr(value[:40]) if isinstance(value, str) else repr(value)[:40]
+            out.append(f"{self.path}: {metric} holds {count} value(s) that are not numbers (the first: {shown} at "
+                       f"step {step}); read as not logged")
+        for metric, count in self.flags.items():
+            out.append(f"{self.path}: {metric} holds {count} true/false value(s) where a number belongs; read as 1/0")
+        for metric, where in nonfinite.items():
+            out.append(f"{self.path}: {metric} is NaN or infinite at {len(where)} step(s) (the first: {where[0]}); "
+                       "kept as logged")
+        return out
 
 
 def number_of(value: Any) -> float | None:
     """A float for a number, a boolean (0/1) or a numeric string ('NaN', 'inf', '0.5' in a CSV); else None."""
-    if isinstance(value, bool):
-        return float(value)
-    if isinstance(value, (int, float)):
+    if isinstance(value, (bool, int, float)):
         return float(value)
     if isinstance(value, str):
         try:
@@ -112,36 +163,37 @@ def number_of(value: Any) -> float | None:
     return None
 
 
-# ------------------------------------------------------------------------------------------- generic JSONL / CSV
-
-
 def step_of(record: dict[str, Any]) -> int | None:
+    """The record's step: the first of STEP_KEYS that holds a whole number."""
     for key in STEP_KEYS:
         value = number_of(record.get(key))
-        if value is not None and math.isfinite(value) and value == int(value):
+        if value is not None and math.isfinite(value) and value == int(value) and not isinstance(record[key], bool):
             return int(value)
     return None
 
 
-def _jsonl_records(path: Path, problems: list[str]) -> Iterator[dict[str, Any]]:
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
-            try:
-                record = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                last = not handle.peek(1) if hasattr(handle, "peek") else False
-                problems.append(f"{path}: line {number} is not JSON" + (" (a half-written last line: a run still "
-                                                                        "going, or killed)" if last else "; skipped"))
-                continue
-            if isinstance(record, dict):
-                yield record
-            else:
-                problems.append(f"{path}: line {number} is not an object of metrics; skipped")
+# ------------------------------------------------------------------------------------------- generic JSONL / CSV
 
 
-def _csv_records(path: Path, problems: list[str]) -> Iterator[dict[str, Any]]:
+def jsonl_records(path: Path, problems: list[str]) -> Iterator[dict[str, Any]]:
+    """The objects of a JSON-lines file, a line at a time; lines that are not JSON objects cost one problem line
+    (a half-written last line, the mark of a run still writing or killed, one of its own)."""
+    from .rollouts import CUT, NOT_JSON, json_lines
+
+    bad: list[int] = []
+    for number, record in json_lines(path):
+        if record is CUT:
+            problems.append(f"{path}: line {number} is a half-written last line (no end of line: a run still "
+                            "writing, or killed); the lines before it are read")
+        elif record is NOT_JSON or not isinstance(record, dict):
+            bad.append(number)
+        else:
+            yield record
+    if bad:
+        problems.append(f"{path}: {len(bad)} line(s) are not JSON objects (the first: line {bad[0]}); skipped")
+
+
+def _csv_records(path: Path) -> Iterator[dict[str, Any]]:
     with path.open(newline="", encoding="utf-8", errors="replace") as handle:
         for row in csv.DictReader(handle):
             yield {k: v for k, v in row.items() if k is not None and v not in ("", None)}
@@ -150,10 +202,9 @@ def _csv_records(path: Path, problems: list[str]) -> Iterator[dict[str, Any]]:
 def read_table(path: Path, name: str) -> Run:
     """A JSONL or CSV of step metrics (a W&B history export among them)."""
     collect = Collector(path)
-    records = _csv_records(path, collect.problems) if path.suffix.lower() == ".csv" else \
-        _jsonl_records(path, collect.problems)
+    csv_file = path.suffix.lower() == ".csv"
     stepless = 0
-    for record in records:
+    for record in _csv_records(path) if csv_file else jsonl_records(path, collect.problems):
         step = step_of(record)
         if step is None:
             stepless += 1
@@ -165,7 +216,7 @@ def read_table(path: Path, name: str) -> Run:
     if not collect.rows:
         raise ValueError(f"{path} holds no step metrics: each line (or CSV row) needs a step column, one of "
                          f"{', '.join(STEP_KEYS)}")
-    kind = "csv" if path.suffix.lower() == ".csv" else "jsonl"
+    kind = "csv" if csv_file else "jsonl"
     return collect.run(name, kind, f"a {kind.upper()} of step metrics ({path.name})")
 
 
@@ -184,214 +235,36 @@ def is_table(path: Path) -> bool:
         return False
 
 
-# ------------------------------------------------------------------------------------------------- TensorBoard
+# ----------------------------------------------------------------------------------------------- verl file logger
 
 
-def event_files(path: Path) -> list[Path]:
-    if path.is_file():
-        return [path] if path.name.startswith("events.out.tfevents.") else []
-    return sorted(p for p in path.rglob(TB_GLOB) if p.is_file())
+def read_verl_log(path: Path, name: str) -> Run:
+    """verl's file logger: `{"step": s, "data": {...}}` lines, verl's names resolved through the catalogue (of
+    `critic/score/mean` and `critic/rewards/mean` in one line, the score before the KL penalty is the reward)."""
+    from .engine_runs import is_verl_logger_record
 
-
-def _tb_scalars(path: Path, problems: list[str]) -> Iterator[tuple[int, str, float]]:
-    """(step, tag, value) of every scalar in one event file; a cut or corrupt record ends the file with a problem
-    line, the records before it kept."""
-    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
-    from tensorboard.util import tensor_util
-
-    try:
-        for event in EventFileLoader(str(path)).Load():
-            for value in event.summary.value:
-                if value.HasField("simple_value"):
-                    yield int(event.step), value.tag, float(value.simple_value)
-                elif value.HasField("tensor"):
-                    array = tensor_util.make_ndarray(value.tensor)
-                    if array.size == 1 and array.dtype.kind in "fiub":
-                        yield int(event.step), value.tag, float(array.reshape(-1)[0])
-    except Exception as err:  # DataLossError and its kin: a damaged record
-        problems.append(f"{path}: damaged after the records read ({type(err).__name__}: {err}); "
-                        "the records before it are kept")
-        return
-    cut = _tb_cut_bytes(path)  # tensorboard's reader stops quietly at a cut record (it waits for a live writer)
-    if cut:
-        problems.append(f"{path}: the last record is cut short ({cut} bytes of it written: a run still writing, "
-                        "or killed); the records before it are kept")
-
-
-def _tb_cut_bytes(path: Path) -> int:
-    """Bytes of a record cut short at the file's end, from the TFRecord framing (an 8-byte length, a 4-byte CRC
-    of it, the data, a 4-byte CRC of the data); 0 when the file ends on a record's end. Seeks, reads no data."""
-    size = path.stat().st_size
-    with path.open("rb") as handle:
-        offset = 0
-        while offset < size:
-            head = handle.read(12)
-            if len(head) < 12:
-                return size - offset
-            (length,) = struct.unpack("<Q", head[:8])
-            end = offset + 12 + length + 4
-            if end > size:
-                return size - offset
-            handle.seek(end)
-            offset = end
-    return 0
-
-
-def read_tensorboard(path: Path, name: str) -> Run:
-    """The event files of one run. Several run folders under `path` (transformers writes runs/<date_host>/):
-    the newest is read and the others named; two event files of one folder whose steps overlap are two runs in
-    one folder: the newest is read."""
-    files = event_files(path)
-    if not files:
-        raise FileNotFoundError(f"{path} holds no TensorBoard event file ({TB_GLOB})")
-    folders = sorted({f.parent for f in files}, key=lambda d: max(f.stat().st_mtime for f in files if f.parent == d))
-    notes = []
-    if len(folders) > 1:
-        notes.append(f"{path}: {len(folders)} folders of TensorBoard events ({', '.join(str(f) for f in folders[:-1])} "
-                     f"and {folders[-1]}): the newest, {folders[-1]}, is read; give another folder to read it")
-    chosen = sorted((f for f in files if f.parent == folders[-1]), key=lambda f: f.stat().st_mtime)
-    collect = Collector(folders[-1])
-    spans: list[tuple[Path, int, int]] = []
-    per_file: list[tuple[Path, list[tuple[int, str, float]]]] = []
-    for file in chosen:
-        scalars = list(_tb_scalars(file, collect.problems))
-        if scalars:
-            steps = [s for s, _, _ in scalars]
-            spans.append((file, min(steps), max(steps)))
-            per_file.append((file, scalars))
-    keep = per_file
-    if len(spans) > 1 and any(a[2] >= b[1] and b[2] >= a[1] for i, a in enumerate(spans) for b in spans[i + 1:]):
-        notes.append(f"{folders[-1]}: {len(spans)} event files whose steps overlap: two runs' events in one folder; "
-                     f"the newest, {per_file[-1][0].name}, is read")
-        keep = per_file[-1:]
-    for _, scalars in keep:
-        by_step: dict[int, dict[str, float]] = defaultdict(dict)
-        for step, tag, value in scalars:
-            by_step[step][tag] = value
-        for step in by_step:
-            collect.add(step, by_step[step])
+    collect = Collector(path)
+    other = 0
+    for record in jsonl_records(path, collect.problems):
+        if is_verl_logger_record(record):
+            collect.add(int(record["step"]), record["data"])
+        else:
+            other += 1
+    if other:
+        collect.problems.append(f"{path}: {other} line(s) are not verl file-logger records ({{\"step\": s, \"data\": "
+                                "{...}}); skipped")
     if not collect.rows:
-        raise ValueError(f"{path}: the TensorBoard events hold no scalar")
-    collect.problems[:0] = notes
-    return collect.run(name, "tensorboard", f"TensorBoard events ({len(keep)} file(s) in {folders[-1]})")
+        raise ValueError(f"{path} has no record yet; report a verl run after its first logged step")
+    return collect.run(name, "verl", f"verl's file logger {path.name}")
 
 
-def is_tensorboard(path: Path) -> bool:
-    return bool(event_files(path)) if path.exists() else False
-
-
-# ----------------------------------------------------------------------------------------------------------- W&B
-
-BLOCK = 32 * 1024
-HEADER = b":W&B"
-FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
-
-
-def wandb_file(path: Path) -> Path | None:
-    if path.is_file():
-        return path if path.suffix == ".wandb" else None
-    found = sorted(path.glob(WANDB_GLOB)) or sorted(path.glob(f"*/{WANDB_GLOB}")) or \
-        sorted(path.glob(f"wandb/*/{WANDB_GLOB}"))
-    return max(found, key=lambda p: p.stat().st_mtime) if found else None
-
-
-def wandb_payloads(path: Path, problems: list[str]) -> Iterator[bytes]:
-    """The records of a .wandb file, streamed a block at a time."""
-    with path.open("rb") as handle:
-        head = handle.read(7)
-        if len(head) < 7 or head[:4] != HEADER:
-            problems.append(f"{path} does not start with wandb's ':W&B' header: not a .wandb file, or one written "
-                            "by a wandb release of another layout; nothing read from it")
-            return
-        if head[6] != 0:
-            problems.append(f"{path}: .wandb layout version {head[6]} (read here: 0); read as version 0")
-        offset, pending = 7, b""
-        block = head + handle.read(BLOCK - 7)
-        while block:
-            while offset + 7 <= len(block):
-                _, length, kind = struct.unpack("<IHB", block[offset:offset + 7])
-                if kind == 0 and length == 0:  # padding to the block's end
-                    break
-                payload = block[offset + 7:offset + 7 + length]
-                offset += 7 + length
-                if kind == FULL:
-                    yield payload
-                elif kind == FIRST:
-                    pending = payload
-                elif kind == MIDDLE:
-                    pending += payload
-                elif kind == LAST:
-                    yield pending + payload
-                    pending = b""
-                else:
-                    problems.append(f"{path}: a record of unknown type {kind}; the rest of the file is skipped")
-                    return
-            block, offset = handle.read(BLOCK), 0
-
-
-def read_wandb(path: Path, name: str) -> Run:
-    """A W&B offline run (the folder or its .wandb file): history rows and the run's config."""
-    from google.protobuf.message import DecodeError
-    from wandb.proto import wandb_internal_pb2 as pb
-
-    file = wandb_file(path)
-    if file is None:
-        raise FileNotFoundError(f"{path} holds no .wandb file of a W&B offline run")
-    collect = Collector(file)
-    config: dict[str, Any] = {}
-    for payload in wandb_payloads(file, collect.problems):
-        record = pb.Record()
-        try:
-            record.ParseFromString(payload)
-        except DecodeError:
-            collect.problems.append(f"{file}: a record wandb's protobuf cannot parse (another wandb release?); "
-                                    "skipped")
-            continue
-        kind = record.WhichOneof("record_type")
-        if kind == "history":
-            row = {(i.key or "/".join(i.nested_key)): _json(i.value_json) for i in record.history.item}
-            step = step_of(row)
-            if step is None and record.history.HasField("step"):
-                step = int(record.history.step.num)
-            if step is not None:
-                collect.add(step, row)
-        elif kind in ("config", "run"):
-            items = record.config.update if kind == "config" else record.run.config.update
-            config.update({(i.key or "/".join(i.nested_key)): _json(i.value_json) for i in items})
-    if not collect.rows:
-        raise ValueError(f"{file} holds no history row (" + "; ".join(collect.problems[:2]) + ")")
-    run = collect.run(name, "wandb", f"a W&B offline run ({file.name})")
-    run.config = _settings(config)
-    return run
-
-
-def _json(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
-
-
-def _settings(config: dict[str, Any]) -> dict[str, Any]:
-    """What the detectors use from a run's config: G, the length cap, the planned steps."""
-    def value(key: str) -> Any:
-        v = config.get(key)
-        return v.get("value") if isinstance(v, dict) and "value" in v else v
-
-    out = {}
-    for key in ("num_generations", "max_completion_length", "max_steps"):
-        v = value(key)
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
-            out[key] = int(v)
-    return out
-
-
-def is_wandb(path: Path) -> bool:
-    return path.exists() and wandb_file(path) is not None
+# ------------------------------------------------------------------------------------------------------ dispatch
 
 
 def read_log(path: Path, name: str) -> Run | None:
-    """The run in `path` if it is one of this module's formats, else None."""
+    """The run in `path` if it is one of the formats read here or in log_formats.py, else None."""
+    from .log_formats import is_tensorboard, is_wandb, read_tensorboard, read_wandb
+
     if is_wandb(path):
         return read_wandb(path, name)
     if is_tensorboard(path):
@@ -402,5 +275,8 @@ def read_log(path: Path, name: str) -> Run | None:
 
 
 def kind_of(path: Path) -> str | None:
+    """"wandb", "tensorboard" or "table" (runs.run_kind's names), or None."""
+    from .log_formats import is_tensorboard, is_wandb
+
     return ("wandb" if is_wandb(path) else "tensorboard" if is_tensorboard(path) else
             "table" if is_table(path) else None)

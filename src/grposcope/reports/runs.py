@@ -1,6 +1,6 @@
 """Reading a finished (or running) run's logs into one shape, whichever trainer wrote them.
 
-Two formats are read:
+Read here:
 - grposcope's own trainer: `<run>/metrics.jsonl` (one record per step, docs/metrics.md's names) and, once the
   run has ended, `<run>/summary.json` (the held-out accuracy before training and the wall time);
 - TRL: `trainer_state.json`'s `log_history`, in `<run>/` or in its newest `checkpoint-*` folder. TRL's own
@@ -8,6 +8,9 @@ Two formats are read:
   grposcope's names (`collapse/acr`, `sampler/...`) beside them. A stock TRL run has no `collapse/acr`: its
   `frac_reward_zero_std` stands in (the same quantity under TRL's default group scaling; under
   `scale_rewards="batch"` TRL measures the batch's std instead, and the report says which was used).
+- stock TRL and verl rollouts (rollouts.py, engine_runs.py) for the ACR family per group.
+Any other scalar log (TensorBoard events, a W&B run, verl's file logger, a JSONL or CSV of step metrics) is read
+by logs.py and log_formats.py.
 
 Notation: a run's `series[name]` is aligned with its `steps`; a step that did not log `name` holds NaN.
 """
@@ -73,7 +76,8 @@ class ReadOptions:
 
 def load_run(path: str | Path, name: str | None = None, options: ReadOptions = ReadOptions()) -> Run:
     """The run in `path`: a grposcope output folder, a TRL output or checkpoint folder, a verl rollout dump
-    folder, a verl file-logger .jsonl, or metrics.jsonl / trainer_state.json themselves."""
+    folder, a verl file-logger .jsonl (or its folder), metrics.jsonl / trainer_state.json themselves, a
+    TensorBoard event folder or file, a W&B run folder, or a JSONL / CSV of step metrics."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist; give a run's output folder (with metrics.jsonl, or a "
@@ -100,7 +104,9 @@ def load_run(path: str | Path, name: str | None = None, options: ReadOptions = R
         return read_log(path, label)
     raise FileNotFoundError(f"{path} holds none of: metrics.jsonl (grposcope), trainer_state.json or "
                             "completions/completions_*.parquet (TRL, log_completions=True), {step}.jsonl files (a verl "
-                            "rollout dump, trainer.rollout_data_dir); is it a run's output_dir?")
+                            "rollout dump, trainer.rollout_data_dir), verl's file-logger .jsonl, TensorBoard events "
+                            "(events.out.tfevents.*), a W&B run (*.wandb), a JSONL or CSV with a step column; is it "
+                            "a run's output_dir?")
 
 
 def _grposcope_run(metrics_path: Path, name: str) -> Run:
@@ -157,8 +163,9 @@ def _trl_run(state_path: Path, name: str, state: Any = None) -> Run:
     steps, series, odd = _columns(merged, trl_name)
     run = Run(name, state_path.parent, "trl", steps, series, notes=_odd_notes(odd, state_path))
     _inspect(run, merged, trl_name, state_path)
-    if isinstance(state.get("max_steps"), int) and state["max_steps"] > 0:
-        run.config["max_steps"] = state["max_steps"]
+    for key in ("max_steps", "logging_steps"):  # what the run planned, and how often it logged
+        if _is_step(state.get(key)) and not isinstance(state[key], bool) and state[key] > 0:
+            run.config[key] = int(state[key])
     if not run.has("collapse/acr") and run.has(TRL_ZERO_STD):
         run.series["collapse/acr"] = list(run.series[TRL_ZERO_STD])
         run.notes.append("collapse/acr is TRL's frac_reward_zero_std (a stock TRL run)")
@@ -246,16 +253,10 @@ def _verl_run(folder: Path, name: str, options: ReadOptions) -> Run:
 
 
 def _verl_logger_run(path: Path, name: str) -> Run:
-    from .engine_runs import read_verl_logger
+    from .logs import read_verl_log
 
-    records = read_verl_logger(path)
-    if not records:
-        raise ValueError(f"{path} has no record yet; report a verl run after its first logged step")
-    rows = [{"step": s, **records[s]} for s in sorted(records)]
-    steps, series, odd = _columns(rows, lambda key: key)
-    run = Run(name, path.parent, "verl", steps, series, notes=_odd_notes(odd, path),
-              found=f"verl's file logger {path.name}")
-    _inspect(run, rows, lambda key: key, path)
+    run = read_verl_log(path, name)
+    run.path = path.parent
     step_s = [v for v in run.values("perf/step_s") if math.isfinite(v)]
     run.wall_time_s = math.fsum(step_s) if step_s else None
     if not run.has("collapse/acr"):
@@ -363,10 +364,11 @@ def _bad_step(value: Any, path: Path, where: str) -> ValueError:
 
 
 def _line_of(path: Path, index: int) -> int:
-    """The line number of the `index`-th record of a JSON-lines file (blank lines hold no record)."""
-    lines = path.read_text(encoding="utf-8").split("\n")
-    numbers = [number for number, line in enumerate(lines, start=1) if line.strip()]
-    return numbers[index] if index < len(numbers) else index + 1
+    """The line number of the `index`-th record of a JSON-lines file (blank lines hold no record), read a line
+    at a time."""
+    with path.open("rb") as handle:
+        numbers = (number for number, line in enumerate(handle, start=1) if line.strip())
+        return next((n for i, n in enumerate(numbers) if i == index), index + 1)
 
 
 def _number(value: Any) -> float | None:
@@ -380,6 +382,7 @@ def _number(value: Any) -> float | None:
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        with path.open(encoding="utf-8") as handle:
+            return json.load(handle)
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise ValueError(f"{path} is not valid JSON ({err}); is the file complete?") from None
