@@ -3,6 +3,8 @@ each warning or critical finding once (when it first fires or gets worse), and w
 
 grposcope's trainer and its TRL subclass feed it their metrics; `integrations/trl_callback.py` feeds it a stock
 TRL run's logs. The findings are those of `grposcope diagnose` on the same log: one set of detectors.
+A resumed run gets back what it had (`state_dict()` in grposcope's checkpoints; `replay` of the steps logged before
+where a checkpoint does not hold it, as TRL's log_history), so nothing already said is said again.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import os
 import re
 import tempfile
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from .catalogue import resolve
 from .engine import Diagnosis, Options, diagnose
@@ -93,8 +95,20 @@ class LiveDiagnosis:
         this severity or worse."""
         if len(self.steps) < 2:
             return []
+        return self._say(diagnose(self.run(), self.options).findings, say)
+
+    def finish(self) -> Diagnosis:
+        """The last diagnosis, said as `check` says, and written to output_dir/findings.json (when given)."""
+        result = diagnose(self.run(), self.options)
+        if len(self.steps) >= 2:
+            self._say(result.findings, say=True)
+        if self.output_dir is not None:
+            write_findings(self.output_dir / FINDINGS_FILE, result)
+        return result
+
+    def _say(self, findings: list[Finding], say: bool) -> list[Finding]:
         new = []
-        for f in diagnose(self.run(), self.options).findings:
+        for f in findings:
             if rank(f.severity) < rank("warning"):
                 continue
             key = finding_key(f)
@@ -107,32 +121,25 @@ class LiveDiagnosis:
                                f.severity, f.detector, f.title, getattr(f.fix, self.fix))
         return new
 
-    def finish(self) -> Diagnosis:
-        """The last diagnosis, said as `check` says, and written to output_dir/findings.json (when given)."""
-        self.check()
-        result = diagnose(self.run(), self.options)
-        if self.output_dir is not None:
-            write_findings(self.output_dir / FINDINGS_FILE, result)
-        return result
-
-    def replay(self, metrics_path: Path, last_step: int) -> None:
-        """The steps up to `last_step` of a metrics.jsonl, added and diagnosed silently: a resumed run says only
-        what it finds anew."""
-        if not metrics_path.is_file():
-            return
-        with metrics_path.open("rb") as handle:
-            for raw in handle:
-                try:
-                    record = json.loads(raw)
-                except (json.JSONDecodeError, UnicodeDecodeError):
-                    continue  # a half-written last line of the killed run
-                step = record.get("step") if isinstance(record, dict) else None
-                if isinstance(step, int) and step <= last_step:
-                    self.add(step, record, check=False)
-        self.check(say=False)
+    def replay(self, records: Iterable[Any], last_step: int | None = None) -> None:
+        """The steps a resumed run logged before (metrics.jsonl's records, TRL's log_history), up to `last_step`,
+        added without a word. What counts as said is what the run had said by its last diagnosis among them, so
+        a finding that fired after that diagnosis is still said at the next one."""
+        kept = [r for r in records if isinstance(r, Mapping) and _is_step(r.get("step"))
+                and (last_step is None or r["step"] <= last_step)]
+        last, new = (self.steps[-1] if self.steps else None), 0
+        for record in kept:  # the steps `add` will count: each one above the one before
+            if last is None or record["step"] > last:
+                last, new = record["step"], new + 1
+        due = (self.added + new) // self.every * self.every  # the count at the run's last diagnosis
+        for record in kept:
+            self.add(record["step"], record, check=False)
+            if due > 0 and self.added == due:
+                self.check(say=False)
+                due = 0
 
     def state_dict(self) -> dict[str, Any]:
-        """What it has accumulated and what it has said, JSON-safe (NaN stays a float: json writes it as NaN)."""
+        """What it has accumulated and what it has said: plain lists and dicts (a checkpoint's torch.save, or JSON)."""
         return {"steps": list(self.steps), "series": {k: list(v) for k, v in self.series.items()},
                 "ranks": dict(self.ranks), "unknown": dict(self.unknown), "reported": dict(self.reported),
                 "added": self.added}
@@ -173,6 +180,24 @@ def _finite(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _finite(v) for k, v in value.items()}
     return [_finite(v) for v in value] if isinstance(value, (list, tuple)) else value
+
+
+def metrics_records(path: Path) -> Iterator[dict[str, Any]]:
+    """The records of a metrics.jsonl (none when it is missing); a half-written line (a killed run) is skipped."""
+    if not path.is_file():
+        return
+    with path.open("rb") as handle:
+        for raw in handle:
+            try:
+                record = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                continue
+            if isinstance(record, dict):
+                yield record
+
+
+def _is_step(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _number(value: Any) -> float | None:

@@ -48,11 +48,8 @@ class DiagnoseCallback(TrainerCallback):
         main = getattr(state, "is_world_process_zero", True)
         self.live = LiveDiagnosis(name, options, every=self.every, output_dir=args.output_dir if main else None,
                                   fix=self.fix)
-        for record in state.log_history or []:  # resumed: the steps before, diagnosed without a word
-            if isinstance(record, dict) and isinstance(record.get("step"), int):
-                self.live.add(record["step"], record, check=False)
-        if self.live.steps:
-            self.live.check(say=False)
+        # resumed: the steps before, diagnosed without a word (not the totals of a run that had ended)
+        self.live.replay(r for r in state.log_history or [] if isinstance(r, dict) and "train_runtime" not in r)
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
         if self.live is None or not logs or not getattr(state, "is_world_process_zero", True):

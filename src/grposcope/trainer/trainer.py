@@ -20,7 +20,7 @@ import torch
 from ..core import losses
 from ..core.diagnostics import CollapseMonitor, alarm_window
 from ..diagnose.engine import Options
-from ..diagnose.live import LiveDiagnosis
+from ..diagnose.live import LiveDiagnosis, metrics_records
 from ..errors import InputTypeError, NonFiniteError
 from ..files import check_writable
 from ..logging.backends import METRICS_FILE
@@ -103,8 +103,8 @@ class GRPOTrainer:
     def _train(self, resume: str | bool | None) -> dict[str, Any]:
         start, notes = self._resume(resume) if resume else self._start()
         logger = self.logger_factory(self.max_steps, start)
-        if start and self.live is not None:  # a resumed run: the steps before it, diagnosed without a word
-            self.live.replay(Path(self.args.output_dir) / METRICS_FILE, start)
+        if start and self.live is not None and not self.live.steps:  # resumed from a checkpoint without its state
+            self.live.replay(metrics_records(Path(self.args.output_dir) / METRICS_FILE), start)
         try:
             for note in [self.geometry.note, *unused_options(self.args), *notes]:
                 if note:
@@ -440,6 +440,7 @@ class GRPOTrainer:
             **checkpoint.component_state(estimator=self.estimator, sampler=self.sampler, monitor=self.monitor),
             "generation": None if generation is None or generation.done else generation.state_dict(),
             "eval_before": self._eval_before,
+            "live": None if self.live is None else self.live.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -451,6 +452,8 @@ class GRPOTrainer:
         generation = state["generation"]
         self._generation = None if generation is None else Generation.from_state(generation)
         self._eval_before = state["eval_before"]
+        if self.live is not None and state.get("live") is not None:  # checkpoints before diagnose_every: None
+            self.live.load_state_dict(state["live"])
 
     def _metrics_bytes(self) -> int:
         """The size of metrics.jsonl: a checkpoint records it, a resume checks that nothing went missing."""
