@@ -66,7 +66,7 @@ class ScenarioRun(dict):
         return [k for k in self if k.startswith("eval_")]
 
     def eval_steps(self) -> list[int]:
-        return [i + 1 for i in np.flatnonzero(np.isfinite(self["eval_reward"]))]
+        return [int(i) + 1 for i in np.flatnonzero(np.isfinite(self["eval_reward"]))]
 
 
 # ------------------------------------------------------------------------------------------------------- curves
@@ -420,7 +420,8 @@ def no_signal(rng, n):
     shape = Shape(reward=lambda x: rise(x, 0.35, 0.60, 1.5))
     x = frac(n)
     r = group_rewards(rng, shape.reward(x), shape.spread)
-    starts = np.sort(rng.choice(np.arange(max(n // 10, 1), max(n - 6, 2)), 3, replace=False))
+    edges = np.linspace(max(n // 10, 1), max(n - 6, 2), 4).astype(int)  # one burst in each third: never overlapping
+    starts = [int(rng.integers(lo, max(hi - 5, lo + 1))) for lo, hi in zip(edges[:-1], edges[1:])]
     for s in starts:
         r[s: s + int(rng.integers(2, 5))] = 0.0
     return simulate(rng, n, shape, {"accuracy": r}), shape
@@ -523,25 +524,42 @@ def _rewrite(logs: dict[str, float]) -> dict[str, float]:
 
 
 def write_tensorboard(run: ScenarioRun, folder: Path) -> Path:
-    """Events as transformers' TensorBoardCallback writes them under output_dir/runs/<date>_<host>/: the args as
-    text, then each log's scalars as train/<key> and eval/<key>. Returns output_dir/runs."""
-    from torch.utils.tensorboard import SummaryWriter
+    """Events as transformers' TensorBoardCallback writes them (through torch's SummaryWriter) under
+    output_dir/runs/<date>_<host>/: the file-version event, the args as a text summary, then one event per scalar,
+    tags train/<key> and eval/<key>. Written with tensorboard's own record writer and protos (what SummaryWriter
+    writes, without its queue and thread). Returns output_dir/runs."""
+    from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, tensor_shape_pb2, types_pb2
+    from tensorboard.summary.writer.record_writer import RecordWriter
 
     log_dir = folder / "runs" / "Nov26_22-00-00_gpu-node-7"
     log_dir.mkdir(parents=True, exist_ok=True)
-    writer = SummaryWriter(log_dir=str(log_dir))
-    writer.add_text("args", json.dumps({**run.config, "output_dir": str(folder)}, indent=2))
-    for step, epoch, rec, e in _records(run):
-        for tag, v in _rewrite({**rec, "epoch": epoch}).items():
-            writer.add_scalar(tag, v, step)
-        if e is not None:
-            for tag, v in _rewrite({**e, "epoch": epoch}).items():
-                writer.add_scalar(tag, v, step)
-    runtime = float(np.sum(run["step_time"]))
-    for tag, v in _rewrite({"train_runtime": runtime, "train_loss": float(np.nanmean(run["loss"])),
-                            "total_flos": 0.0}).items():
-        writer.add_scalar(tag, v, run.steps)
-    writer.close()
+    wall = 1_764_190_000.0
+    path = log_dir / f"events.out.tfevents.{int(wall)}.gpu-node-7.4242.0"
+    with path.open("wb") as handle:
+        writer = RecordWriter(handle)
+
+        def event(step: int, value: summary_pb2.Summary.Value) -> None:
+            writer.write(event_pb2.Event(wall_time=wall, step=step, summary=summary_pb2.Summary(value=[value]))
+                         .SerializeToString())
+
+        writer.write(event_pb2.Event(wall_time=wall, file_version="brain.Event:2").SerializeToString())
+        text = json.dumps({**run.config, "output_dir": str(folder)}, indent=2).encode()
+        event(0, summary_pb2.Summary.Value(
+            tag="args/text_summary", metadata=summary_pb2.SummaryMetadata(
+                plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="text")),
+            tensor=tensor_pb2.TensorProto(dtype=types_pb2.DT_STRING, string_val=[text], tensor_shape=
+                                          tensor_shape_pb2.TensorShapeProto(dim=[
+                                              tensor_shape_pb2.TensorShapeProto.Dim(size=1)]))))
+        for step, epoch, rec, e in _records(run):
+            wall += rec["step_time"]
+            for logs in ([rec] if e is None else [rec, e]):
+                for tag, v in _rewrite({**logs, "epoch": epoch}).items():
+                    event(step, summary_pb2.Summary.Value(tag=tag, simple_value=v))
+        runtime = float(np.sum(run["step_time"]))
+        for tag, v in _rewrite({"train_runtime": runtime, "train_loss": float(np.nanmean(run["loss"])),
+                                "total_flos": 0.0}).items():
+            event(run.steps, summary_pb2.Summary.Value(tag=tag, simple_value=v))
+        writer.flush()
     return folder / "runs"
 
 

@@ -12,7 +12,8 @@ from .base import Detector, p_text, register
 TREND_ALPHA = 0.01
 EVAL_ALPHA = 0.05  # the held-out score has few points: a looser test, stated in the evidence
 
-# reward_hacking: the held-out score (smoothed over 3 evaluations) fell from its peak by both of these
+# reward_hacking: the held-out score (smoothed over a tenth of the evaluations, at least 3) fell from its peak by both
+# of these, and its fall after the peak is significant (Mann-Kendall p < 0.05)
 HACK_DROP, HACK_DROP_SHARE = 0.05, 0.10
 HACK_CRITICAL_DROP = 0.15
 
@@ -41,7 +42,8 @@ class RewardHacking(Detector):
         ex, ey = view[c.EVAL]
         if len(ey) < 4:
             return []
-        smooth = _smooth(ey)
+        k = max(3, len(ey) // 10)  # a tenth of the evaluations: with many, the max of short medians is noise
+        smooth = _smooth(ey, k)
         peak_i = int(np.argmax(smooth))
         peak, last = float(smooth[peak_i]), float(np.median(stats.tail(ey, 0.25, least=2)))
         drop = peak - last
@@ -53,13 +55,15 @@ class RewardHacking(Detector):
         if not (t_all.rising(TREND_ALPHA) and t_after.slope >= 0):
             return []  # the training reward falls too: a worse policy, not a gamed verifier
         falls = stats.trend(ex[peak_i:], ey[peak_i:])
-        evidence = [f"held-out score ({c.EVAL}) peaked at {peak:.3f} at step {int(ex[peak_i])} (median of 3 "
+        if not falls.falling(EVAL_ALPHA):
+            return []  # a dip that is not a fall (a noisy peak, a flat score): nothing gamed
+        evidence = [f"held-out score ({c.EVAL}) peaked at {peak:.3f} at step {int(ex[peak_i])} (median of {k} "
                     f"evaluations) and is at {last:.3f} over the last quarter of evaluations: -{drop:.3f}",
                     f"training reward over the run: slope {t_all.slope:+.2e} per step ({p_text(t_all.p)}); after the "
                     f"peak {t_after.slope:+.2e}",
                     f"held-out score after its peak: slope {falls.slope:+.2e} per step ({p_text(falls.p)}, "
                     f"{len(ey) - peak_i} evaluations)"]
-        severity = "critical" if drop >= HACK_CRITICAL_DROP or falls.falling(EVAL_ALPHA) else "warning"
+        severity = "critical" if drop >= HACK_CRITICAL_DROP or falls.falling(TREND_ALPHA) else "warning"
         first = int(ex[min(peak_i + 1, len(ex) - 1)])
         return [self.finding(severity, first, "the training reward rises while the held-out score falls", evidence,
                              peak=peak, last=last, peak_step=float(ex[peak_i]))]
