@@ -63,10 +63,9 @@ class Cost:
 
 def no_signal_mask(view: "View") -> np.ndarray:
     """Per logged step (aligned with run.steps): True where the step had no signal."""
-    run = view.run
-    grad = np.asarray(run.values(c.GRAD_NORM), dtype=float)
-    skipped = np.asarray(run.values(c.SKIPPED_NO_SIGNAL), dtype=float)
-    post = np.asarray(run.values(c.ACR_POST), dtype=float)
+    grad = view.array(c.GRAD_NORM)
+    skipped = view.array(c.SKIPPED_NO_SIGNAL)
+    post = view.array(c.ACR_POST)
     with np.errstate(invalid="ignore"):
         return (grad == ZERO_GRAD) | (skipped >= 0.5) | (post >= 1.0)
 
@@ -75,11 +74,11 @@ def run_cost(view: "View") -> Cost:
     run = view.run
     n = len(run.steps)
     empty = no_signal_mask(view)
-    share = np.asarray(run.values(c.ACR_POST), dtype=float)
+    share = view.array(c.ACR_POST)
     basis = []
     source = "collapse/acr_post"
     if not np.isfinite(share).any():
-        share = np.asarray(run.values(c.ACR), dtype=float)
+        share = view.array(c.ACR)
         source = "collapse/acr (TRL: frac_reward_zero_std)"
     known = np.isfinite(share) | empty
     if not known.any():
@@ -88,13 +87,13 @@ def run_cost(view: "View") -> Cost:
     basis.append(f"per step: 1 on a step without signal, else the share of groups with zero advantage ({source})")
     if not known.all():
         basis.append(f"{int((~known).sum())} of {n} steps logged neither: counted as 0 (the shares are lower bounds)")
-    samples = np.asarray(run.values(c.SAMPLES), dtype=float)
+    samples = view.array(c.SAMPLES)
     if not np.isfinite(samples).all():
         samples = np.ones(n)
         basis.append("samples per step not logged (sampler/samples_generated): every step weighs the same")
-    tokens = np.asarray(run.values(c.TOKENS), dtype=float)
+    tokens = view.array(c.TOKENS)
     if not np.isfinite(tokens).all():
-        length = np.asarray(run.values(c.LENGTH), dtype=float)
+        length = view.array(c.LENGTH)
         if np.isfinite(length).any():
             length = np.where(np.isfinite(length), length, np.nanmean(length))
             tokens = samples * length
@@ -106,7 +105,7 @@ def run_cost(view: "View") -> Cost:
     cost = Cost(n, int(empty.sum()), _share(waste, samples), _share(waste, tokens), basis=basis)
     gpus = view.setting("gpus")
     if gpus:
-        step_s = np.asarray(run.values(c.STEP_S), dtype=float)
+        step_s = view.array(c.STEP_S)
         if np.isfinite(step_s).sum() >= max(1, n // 2):
             step_s = np.where(np.isfinite(step_s), step_s, np.nanmedian(step_s))
         elif run.wall_time_s:

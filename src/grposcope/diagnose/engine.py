@@ -40,12 +40,23 @@ class View:
         self.options = options
         self._cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self.memo: dict[str, Any] = {}  # what several detectors compute once (the alarms' replay)
+        self._arrays: dict[str, np.ndarray] = {}
+        self.steps = np.asarray(run.steps, dtype=float)
         self.last_step = max(run.steps) if run.steps else 0
 
     def __getitem__(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         if name not in self._cache:
-            self._cache[name] = finite(self.run.steps, self.run.values(name))
+            self._cache[name] = finite(self.steps, self.array(name))
         return self._cache[name]
+
+    def array(self, name: str) -> np.ndarray:
+        """The series `name` aligned with the run's steps, NaN where not logged (converted once: a long run's
+        lists cost more to convert than to diagnose)."""
+        if name not in self._arrays:
+            values = self.run.series.get(name)
+            self._arrays[name] = (np.asarray(values, dtype=float) if values is not None
+                                  else np.full(len(self.run.steps), np.nan))
+        return self._arrays[name]
 
     def has(self, name: str, least: int = 1) -> bool:
         return len(self[name][1]) >= least
@@ -57,8 +68,8 @@ class View:
 
     def aligned(self, *names: str) -> tuple[np.ndarray, ...]:
         """(steps, values of each name) on the steps where every one of them is finite."""
-        steps = np.asarray(self.run.steps, dtype=float)
-        values = [np.asarray(self.run.values(n), dtype=float) for n in names]
+        steps = self.steps
+        values = [self.array(n) for n in names]
         keep = np.ones(len(steps), dtype=bool)
         for v in values:
             keep &= np.isfinite(v)

@@ -297,19 +297,27 @@ def _merge_by_step(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _columns(records: list[dict[str, Any]], rename: Any) -> tuple[list[int], dict[str, list[float]], dict]:
     """Records -> (steps, series, odd): every numeric key a series, NaN where a record lacks it; `odd` holds,
-    per name, the values that are not numbers (a string, a list): {name: [(step, value), ...]}."""
+    per name, the values that are not numbers (a string, a list): {name: [(step, value), ...]}. One pass over the
+    records; each key renamed once (a 100,000-step log repeats its keys on every line)."""
     steps = [r["step"] for r in records]
-    names = list(dict.fromkeys(rename(k) for r in records for k, v in r.items()
-                               if k not in ("step", "time") and _number(v) is not None))
-    series = {name: [math.nan] * len(records) for name in names}
+    names: dict[str, str] = {}  # key -> its name
+    series: dict[str, list[float]] = {}
     odd: dict[str, list[tuple[int, Any]]] = {}
+    n = len(records)
     for i, record in enumerate(records):
         for key, value in record.items():
-            number = _number(value) if key not in ("step", "time") else None
+            if key == "step" or key == "time":
+                continue
+            kind = type(value)
+            number = value if kind is float else float(value) if kind is int or kind is bool else None
+            name = names[key] if key in names else names.setdefault(key, rename(key))
             if number is not None:
-                series[rename(key)][i] = number
-            elif key not in ("step", "time") and value is not None:
-                odd.setdefault(rename(key), []).append((record["step"], value))
+                column = series.get(name)
+                if column is None:
+                    column = series[name] = [math.nan] * n
+                column[i] = number
+            elif value is not None:
+                odd.setdefault(name, []).append((record["step"], value))
     return steps, series, odd
 
 
@@ -328,13 +336,16 @@ IGNORED = ("step", "time", "epoch", TRL_ZERO_STD)  # not metrics, or read by nam
 def _inspect(run: Run, records: list[dict[str, Any]], rename: Any, path: Path) -> None:
     """The keys the catalogue does not know (run.unknown) and where a metric was logged as NaN or infinite
     (run.nonfinite, with one problem line per metric): the gradient detector needs both kinds of gap told apart."""
+    known: dict[str, bool] = {}
+    inf = math.inf
     for record in records:
         for key, value in record.items():
-            if key in IGNORED or _number(value) is None:
+            kind = type(value)
+            if key in IGNORED or not (kind is float or kind is int or kind is bool):
                 continue
-            if resolve(key) is None:
+            if not (known[key] if key in known else known.setdefault(key, resolve(key) is not None)):
                 run.unknown[key] = run.unknown.get(key, 0) + 1
-            if not math.isfinite(_number(value)):
+            if kind is float and (value != value or value == inf or value == -inf):
                 run.nonfinite.setdefault(rename(key), []).append(record["step"])
     for name, where in run.nonfinite.items():
         run.problems.append(f"{path}: {name} is NaN or infinite at {len(where)} step(s) (the first: {where[0]})")

@@ -71,9 +71,11 @@ def alarm_steps(view: "View", name: str) -> list[int]:
 
     run = view.run
     if "alarms" not in view.memo:
-        known = [run.values(c.GRAD_NORM), run.values(c.SKIPPED_NO_SIGNAL), run.values(c.ACR_POST)]
-        empty = no_signal_mask(view)
-        no_signal = [float(e) if any(v[i] == v[i] for v in known) else float("nan") for i, e in enumerate(empty)]
+        import numpy as np
+
+        known = np.isfinite(view.array(c.GRAD_NORM)) | np.isfinite(view.array(c.SKIPPED_NO_SIGNAL)) | \
+            np.isfinite(view.array(c.ACR_POST))
+        no_signal = np.where(known, no_signal_mask(view).astype(float), np.nan).tolist()
         view.memo["alarms"] = replay(run.steps, run.values(c.ACR), run.values(c.ENTROPY), run.values(c.KL),
                                         no_signal, alarm_rules(view))
     return view.memo["alarms"][name]

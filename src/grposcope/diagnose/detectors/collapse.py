@@ -171,7 +171,7 @@ class NoSignalSteps(Detector):
         steps = np.asarray(run.steps)
         known = np.zeros(len(steps), dtype=bool)
         for name in (c.GRAD_NORM, c.SKIPPED_NO_SIGNAL, c.ACR_POST):
-            known |= np.isfinite(np.asarray(run.values(name), dtype=float))
+            known |= np.isfinite(view.array(name))
         count, total = int(empty.sum()), int(known.sum())
         if count == 0:
             return []
@@ -183,18 +183,18 @@ class NoSignalSteps(Detector):
         where = steps[empty]
         evidence = [f"{count} of {total} logged steps ({share:.0%}) had no gradient signal: steps {spans(where)}",
                     f"longest run of such steps: {streak}"]
-        grad = np.asarray(run.values(c.GRAD_NORM), dtype=float)
+        grad = view.array(c.GRAD_NORM)
         if np.isfinite(grad[empty]).any():
             evidence.append("grad_norm is exactly 0 on "
                             f"{int((grad[empty] == 0).sum())} of them (every group's rewards were equal)")
-        skipped = np.asarray(run.values(c.SKIPPED_NO_SIGNAL), dtype=float)
+        skipped = view.array(c.SKIPPED_NO_SIGNAL)
         if np.isfinite(skipped).any():
             evidence.append(f"grposcope skipped the optimizer step on {int((skipped >= 0.5).sum())} of them "
                             "(skip_no_signal_steps): the weights stayed put, the generation was still paid for")
             if (skipped[empty] >= 0.5).all():  # no harm done to the weights: one level lower
                 severity = SEVERITIES[max(0, SEVERITIES.index(severity) - 1)]
         else:
-            lr = np.asarray(run.values(c.LEARNING_RATE), dtype=float)[empty]
+            lr = view.array(c.LEARNING_RATE)[empty]
             if np.isfinite(lr).any() and np.nanmax(lr) > 0:
                 evidence.append(f"the learning rate was {np.nanmax(lr):.3g} on them: AdamW's moments still moved "
                                 "the weights with no gradient behind the move")
