@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import re
 
 import pytest
@@ -111,7 +112,7 @@ def test_finish_writes_findings_json_whole(threshold, tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(json, "dump", broken)
+    monkeypatch.setattr(os, "replace", broken)  # the atomic write fails at its last move
     with pytest.raises(OSError, match="disk full"):
         live.finish()
     assert path.read_bytes() == before and [p.name for p in path.parent.iterdir()] == ["findings.json"]

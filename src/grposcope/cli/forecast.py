@@ -11,6 +11,7 @@ import typer
 
 from ..eval_settings import MAX_SEED
 from ..files import check_writable
+from ..logging.jsonl import json_safe
 from ..reports.forecast import ALL, RULE, STAGNATION_ACR
 from ..reports.forecast_plot import plot_forecast
 from ..reports.plots import pyplot
@@ -67,7 +68,7 @@ def forecast_command(
         if json_out is not None:
             from ..evaluation import write_json_atomic
 
-            write_json_atomic(json_out, _finite({"source": source, "measured": measured, **result.to_dict()}))
+            write_json_atomic(json_out, json_safe({"source": source, "measured": measured, **result.to_dict()}))
         if plot is not None:
             plot_forecast(result, plot, f"grposcope forecast: {source}")
     except PROBE_ERRORS as err:
@@ -123,15 +124,6 @@ def _forecast_input(o: dict[str, Any]) -> tuple[str, list[tuple[int, int]], list
         raise ValueError(f"{path} holds no probed prompt")
     about = f" ({header.get('model')} on {header.get('dataset')}, k = {header.get('k')})" if header else ""
     return f"{path}{about}", counts, [], None
-
-
-def _finite(value: Any) -> Any:
-    """JSON has no NaN or Infinity: null stands for both (an undefined SE, draws to a mix that never comes)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {key: _finite(item) for key, item in value.items()}
-    return [_finite(item) for item in value] if isinstance(value, (list, tuple)) else value
 
 
 def _int_list(text: str, flag: str) -> list[int]:

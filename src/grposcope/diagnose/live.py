@@ -12,12 +12,11 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
+from ..logging.jsonl import json_safe, write_atomically
 from .catalogue import resolve
 from .engine import Diagnosis, Options, diagnose
 from .findings import Finding, rank
@@ -157,29 +156,12 @@ class LiveDiagnosis:
 
 
 def write_findings(path: Path, result: Diagnosis) -> None:
-    """findings.json: {"findings": [...], "cost": {...}}, written whole or not at all (a temporary file, then a
-    rename)."""
+    """findings.json: {"findings": [...], "cost": {...}}, written whole or not at all (logging.jsonl's atomic
+    write: a temporary file, then a rename; a full disk says so)."""
     payload = {"run": result.run.name, "findings": [f.to_json() for f in result.findings],
                "cost": result.cost.to_json(), "cost_line": result.cost.line(), "unchecked": result.unchecked}
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp = tempfile.mkstemp(dir=path.parent, prefix=".findings-", suffix=".json")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            json.dump(_finite(payload), out, indent=2, allow_nan=False)
-            out.write("\n")
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
-
-
-def _finite(value: Any) -> Any:
-    """JSON has no NaN or Infinity: null stands for both."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    return [_finite(v) for v in value] if isinstance(value, (list, tuple)) else value
+    write_atomically(path, json.dumps(json_safe(payload), indent=2, allow_nan=False) + "\n")
 
 
 def metrics_records(path: Path) -> Iterator[dict[str, Any]]:

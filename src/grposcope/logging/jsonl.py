@@ -113,6 +113,16 @@ def read_metrics(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
             for record in records]
 
 
+def json_safe(value: Any) -> Any:
+    """`value` with every NaN and infinity (in nested dicts, lists and tuples) as None: JSON has neither, and
+    null stands for both (an undefined SE, a figure a run never logged)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: json_safe(item) for key, item in value.items()}
+    return [json_safe(item) for item in value] if isinstance(value, (list, tuple)) else value
+
+
 def write_atomically(path: Path, text: str) -> None:
     """Replaces `path` with `text`; a crash leaves either the old or the new file, never half of one."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
