@@ -53,6 +53,7 @@ def diagnose_command(
     """
     _console_logging()
     from ..diagnose import DETECTORS, SEVERITIES, Options, diagnose
+    from ..diagnose.findings import rank
 
     try:
         if list_detectors:
@@ -93,8 +94,7 @@ def diagnose_command(
         for renderable in rich_diagnosis(d, verbose):
             console.print(renderable)
         console.print()
-    worst = [f for d in diagnoses for f in d.findings if fail_on and SEVERITIES.index(f.severity)
-             >= SEVERITIES.index(fail_on)]
+    worst = [f for d in diagnoses for f in d.findings if fail_on and rank(f.severity) >= rank(fail_on)]
     if worst:
         typer.echo(terminal_safe(f"--fail_on {fail_on}: {len(worst)} finding(s) at {fail_on} or worse"), err=True)
         raise typer.Exit(1)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ACCURACY = "eval/accuracy"
+from .catalogue import EVAL as ACCURACY  # the held-out score, named once in the catalogue
 
 
 @dataclass

@@ -41,8 +41,6 @@ class Trend:
         return self.intercept + self.slope * step
 
 
-FLAT = Trend(0.0, 0.0, 0.0, 1.0, 0)
-
 
 def finite(x: list[int] | np.ndarray, y: list[float] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The pairs whose value is finite.  -> (x (n,), y (n,))."""
@@ -66,7 +64,8 @@ def binned(x: np.ndarray, y: np.ndarray, max_points: int = MAX_POINTS) -> tuple[
 
 
 def trend(x: np.ndarray, y: np.ndarray) -> Trend:
-    """Theil-Sen slope and Mann-Kendall test of y against x; FLAT with fewer than 4 points or a constant y."""
+    """Theil-Sen slope and Mann-Kendall test of y against x; slope 0 and p = 1 with fewer than 4 points or a
+    constant y."""
     from scipy import stats
 
     x, y = binned(*finite(x, y))
@@ -110,16 +109,6 @@ def rolling_median(y: np.ndarray, window: int) -> np.ndarray:
     for i in range(1, min(window, len(y))):
         out[i] = np.median(y[:i])
     return out
-
-
-def streak_starts(mask: np.ndarray, length: int) -> list[int]:
-    """Indices where a run of at least `length` consecutive True values begins."""
-    starts, run = [], 0
-    for i, on in enumerate(mask):
-        run = run + 1 if on else 0
-        if run == length:
-            starts.append(i - length + 1)
-    return starts
 
 
 def longest_streak(mask: np.ndarray) -> int:
