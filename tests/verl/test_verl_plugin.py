@@ -142,7 +142,7 @@ def test_unknown_or_foreign_options_fail_with_the_known_list():
     with pytest.raises(ValueError, match="virtual_sample_alpah is not an option.*virtual_sample_alpha"):
         verl_advantages(data, "avspo", algorithm(virtual_sample_alpah=0.5))
     with pytest.raises(ValueError, match="'grposcope_pool'; it reads: advantage_eps, advantage_std_unbiased, "
-                                         "pool_std, success_threshold"):
+                                         "pool_std, skip_no_signal_steps, success_threshold"):
         verl_advantages(data, "grposcope_pool", algorithm(virtual_sample_alpha=0.5))
 
 

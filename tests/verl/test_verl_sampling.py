@@ -488,14 +488,12 @@ def test_pairings_and_options_that_cannot_work_fail_before_the_first_step():
         verl_sampling.install(stand_in_trainer(config("reinforce_ada", {}, "grposcope_grpo"), ScriptedManager()))
     # the sampler's options are not the estimator's unknown options
     assert plugin.estimator_params("grposcope_pool", config("reinforce_ada", RA, "grposcope_pool").algorithm)[0] == {}
-    # a configured sampler whose step was not recorded here (the v1 trainer): the estimator refuses
+    # a configured sampler whose step was not recorded in this process: the estimator refuses
     data = DataProto.from_dict(tensors={"token_level_rewards": torch.ones(2, 3), "response_mask": torch.ones(2, 3)},
                                non_tensors={"uid": np.array(["a", "a"], dtype=object)})
-    with pytest.raises(ValueError, match="legacy trainer only"):
+    with pytest.raises(ValueError, match="not drawn by grposcope's sampler in this process"):
         compute_advantage(data, adv_estimator="grposcope_pool", config=config("reinforce_ada", RA,
                                                                               "grposcope_pool").algorithm)
-    with pytest.raises(ValueError, match="needs verl's legacy trainer"):
-        plugin.GrposcopeCheckpointCallback(config("reinforce_ada", RA, "grposcope_pool"))
 
 
 def test_verl_importing_its_legacy_trainer_patches_it():

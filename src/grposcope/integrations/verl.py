@@ -16,28 +16,32 @@ because verl's config does not declare the key). verl calls the estimator inside
 launching script, so the import must happen there: VERL_USE_EXTERNAL_MODULES, a "verl.plugins" entry point, or
 naming GrposcopeCheckpointCallback in the config (docs/integrations.md, "verl").
 
-Samplers (verl's legacy trainer, `trainer.use_v1=False`): `+algorithm.grposcope.sampler=reinforce_ada` (or
-`budgeted`) with the sampler's options in the same section. When the TaskRunner imports
-verl/trainer/ppo/ray_trainer.py, this module wraps three of RayPPOTrainer's methods: `init_workers` then wraps
-the rollout manager it built (grposcope.integrations.verl_sampling), `_save_checkpoint` and `_load_checkpoint`
-carry grposcope's state. verl hands an estimator no pool: the wrapper records each prompt's pool by uid in
-this process (verl_sampling.SamplerStep), and the estimators read it there: fit computes advantages there too.
+Samplers, in both of verl's trainers: `+algorithm.grposcope.sampler=reinforce_ada` (or `budgeted`) with the
+sampler's options in the same section. When the TaskRunner imports a trainer's module, this module wraps its
+methods (verl_hooks.when_imported): the legacy trainer's (verl/trainer/ppo/ray_trainer.py, `trainer.use_v1=False`)
+`init_workers` then wraps the rollout manager it built (verl_sampling), `_save_checkpoint` and
+`_load_checkpoint` carry grposcope's state; the v1 trainer's (v1/trainer_base.py, verl's default) are wrapped by
+verl_v1, whose replay buffer runs the sampler (verl_v1_sampling). verl hands an estimator no pool: the sampler's
+side records each prompt's pool by uid in this process (verl_sampling.SamplerStep), and the estimators read it
+there: verl computes advantages there too.
 
 Each estimator is built once per process and kept (AVSPO carries state from step to step). Its state, the
 sampler's and the collapse monitor's are saved as STATE_FILE in each global_step_<n> folder and loaded on
-resume: in the legacy trainer by the wrapped `_save_checkpoint` / `_load_checkpoint`, in the v1 trainer by
-`GrposcopeCheckpointCallback` (`trainer.checkpoint_callback_class`). A verl estimator can return no metrics:
-each call's (`collapse/*` of the groups it saw, `avspo/*`) are kept in `latest_metrics()`, in the TaskRunner;
-they reach verl's logged metrics through the replay buffer of grposcope.integrations.verl_metrics (v1), or with
-a sampler through the logger hook of grposcope.integrations.verl_sampling (legacy). Row grouping, padding rows,
+resume, by the wrapped `_save_checkpoint` / `_load_checkpoint` of either trainer (`GrposcopeCheckpointCallback`
+does the same in the v1 trainer). A verl estimator can return no metrics: each call's (`collapse/*` of the
+groups it saw, `avspo/*`) are kept in `latest_metrics()`, in the TaskRunner; they reach verl's logged metrics
+through the wrapped `_compute_advantage` (v1), or with a sampler through the logger hook of
+grposcope.integrations.verl_sampling (legacy). Row grouping, padding rows,
 uneven groups: grposcope.integrations.verl_groups.
 
-With GRPOSCOPE_SKIP_NO_SIGNAL_STEPS=1 in the workers' environment, the FSDP actor takes no optimizer step when
-every gradient is exactly 0 (grposcope.integrations.verl_skip; opt-in in verl).
+No optimizer step without signal: `algorithm.grposcope.skip_no_signal_steps` (on by default for a run that uses
+a grposcope estimator or sampler, left to verl otherwise: `skip_setting`), handed to the workers' environment
+when verl builds them (`forward_skip`), where the FSDP actor then takes no optimizer step when every gradient
+is exactly 0 (grposcope.integrations.verl_skip).
 
 Limits: AVSPO takes one state update per call, and verl's v1 trainer calls compute_advantage once per
-`parameter_sync_step` iteration (1 by default), not once per global step. The samplers need the legacy
-trainer: the v1 trainer has no single generation call to wrap, and the checkpoint callback refuses the key.
+`parameter_sync_step` iteration (1 by default), not once per global step. In the v1 trainer the samplers need
+`trainer.v1.trainer_mode=sync` (verl_v1_sampling).
 In multi-turn agent loops verl's own grpo keeps only each session's last output (v1/utils.py,
 compute_advantage_for_multi_trajectories); verl hands any other estimator every output, so these group them all.
 """
@@ -45,8 +49,6 @@ compute_advantage_for_multi_trajectories); verl hands any other estimator every 
 from __future__ import annotations
 
 import functools
-import importlib.abc
-import importlib.util
 import logging
 import os
 import sys
@@ -60,6 +62,7 @@ from ..core.advantages import ESTIMATORS, AdvantageEstimator
 from ..sampling import SAMPLERS
 from . import verl_skip
 from .verl_groups import group_rows, run_estimator, verl_name
+from .verl_hooks import when_imported
 
 TESTED_VERL = "0.9.1"
 CONFIG_KEY = "grposcope"  # algorithm.grposcope.<field>
@@ -67,11 +70,14 @@ STATE_FILE = "grposcope_estimators.pt"  # beside verl's data.pt in each global_s
 SAMPLER_KEY = "sampler"  # algorithm.grposcope.sampler: the sampler wrapped around verl's rollout manager
 SAMPLER_STATE = "grposcope_sampler"  # the sampler's (and monitor's) entry in STATE_FILE
 LEGACY_TRAINER = "verl.trainer.ppo.ray_trainer"  # RayPPOTrainer, the trainer of trainer.use_v1=False
+V1_TRAINER = "verl.trainer.ppo.v1.trainer_base"  # PPOTrainer, the base of trainer.use_v1=True's trainers
 
 
 # verl's name -> grposcope's registry name: the estimators registered with "verl" among their hosts
 NAMES = {verl_name(name): name for name in ESTIMATORS.names_in("verl")}
 SHARED_FIELDS = {"success_threshold": 0.5}  # read by the collapse metrics of every estimator
+SKIP_KEY = "skip_no_signal_steps"  # algorithm.grposcope.skip_no_signal_steps: the workers' no-signal skip
+RUN_FIELDS = (SKIP_KEY,)  # keys of algorithm.grposcope that belong to the run, not to an estimator or sampler
 
 logger = logging.getLogger("grposcope")
 
@@ -142,9 +148,9 @@ def estimator_params(name: str, config: Any) -> tuple[dict[str, Any], float]:
     section = grposcope_section(config)
     fields = config_fields(name)
     theirs = sampler_fields(section)
-    unknown = sorted(set(section) - set(fields) - set(SHARED_FIELDS) - theirs)
+    unknown = sorted(set(section) - set(fields) - set(SHARED_FIELDS) - set(RUN_FIELDS) - theirs)
     if unknown:
-        known = ", ".join(sorted(set(fields) | set(SHARED_FIELDS) | theirs))
+        known = ", ".join(sorted(set(fields) | set(SHARED_FIELDS) | set(RUN_FIELDS) | theirs))
         raise ValueError(f"algorithm.{CONFIG_KEY}.{unknown[0]} is not an option of advantage estimator {name!r}; "
                          f"it reads: {known}")
     params = {key: plain_value(value) for key, value in section.items() if key in fields}
@@ -324,8 +330,47 @@ def uses_grposcope(config: Any) -> bool:
     return algorithm.get("adv_estimator") in NAMES or grposcope_section(algorithm).get(SAMPLER_KEY) is not None
 
 
+def skip_setting(config: Any) -> bool | None:
+    """Whether verl's workers skip an optimizer step without signal: `algorithm.grposcope.skip_no_signal_steps`
+    when set; else on for a run that chooses a grposcope estimator or sampler (as in grposcope's trainer and its
+    TRL integration), and None for any other run: the entry point loads into every verl run on a machine with
+    grposcope installed, and a stock run must update as stock verl does (GRPOSCOPE_SKIP_NO_SIGNAL_STEPS, if the
+    launcher set it, then decides).  config: verl's whole config."""
+    value = grposcope_section(config.get("algorithm")).get(SKIP_KEY)
+    if value is not None:
+        if not isinstance(value, bool):
+            raise ValueError(f"algorithm.{CONFIG_KEY}.{SKIP_KEY} must be true or false, got {value!r}")
+        return value
+    return True if uses_grposcope(config) else None
+
+
+def forward_skip(config: Any) -> None:
+    """Settles the skip in the TaskRunner before verl builds its workers, and hands the decision to every worker
+    group it builds: verl's RayWorkerGroup passes `worker_env` into each worker's Ray runtime environment, where
+    verl_skip reads GRPOSCOPE_SKIP_NO_SIGNAL_STEPS when the worker imports grposcope."""
+    setting = skip_setting(config)
+    if setting is not None:
+        os.environ[verl_skip.ENV] = "1" if setting else "0"
+    if verl_skip.ENV not in os.environ:
+        return
+    from verl.single_controller.ray.base import RayWorkerGroup
+
+    if getattr(RayWorkerGroup.__init__, "_grposcope", False):
+        return
+    original = RayWorkerGroup.__init__
+
+    @functools.wraps(original)
+    def init_with_env(self: Any, *args: Any, **kwargs: Any) -> None:
+        if verl_skip.ENV in os.environ:
+            kwargs["worker_env"] = {**(kwargs.get("worker_env") or {}), verl_skip.ENV: os.environ[verl_skip.ENV]}
+        original(self, *args, **kwargs)
+
+    init_with_env._grposcope = True  # type: ignore[attr-defined]
+    RayWorkerGroup.__init__ = init_with_env
+
+
 register()
-if verl_skip.enabled():  # GRPOSCOPE_SKIP_NO_SIGNAL_STEPS=1: no optimizer step without signal (opt-in)
+if verl_skip.enabled():  # GRPOSCOPE_SKIP_NO_SIGNAL_STEPS=1 in this process: a worker (verl.forward_skip sets it)
     verl_skip.install()
 
 
@@ -339,15 +384,13 @@ class GrposcopeCheckpointCallback(CheckpointCallback):
     verl's v1 trainer builds this in its TaskRunner (so naming it in the config also imports this module where
     the estimators run) and calls `on_save` after each checkpoint. verl has no load hook, so the constructor
     finds the folder verl will resume from, by verl's rules (`trainer.resume_mode`: auto, resume_path, disable),
-    and loads the state from there before the first step. Subclass it to add your own `on_save`. The samplers
-    run in the legacy trainer only, so a config that names one is refused here.
+    and loads the state from there before the first step. Subclass it to add your own `on_save`. Since the v1
+    trainer's own `_save_checkpoint` / `_load_checkpoint` are wrapped too (verl_v1), naming it is no longer
+    needed; it still imports this module in the TaskRunner.
     """
 
     def __init__(self, config: Any = None) -> None:
         super().__init__(config=config)
-        if config is not None and grposcope_section(config.get("algorithm")).get(SAMPLER_KEY) is not None:
-            raise ValueError(f"algorithm.{CONFIG_KEY}.{SAMPLER_KEY} needs verl's legacy trainer "
-                             "(trainer.use_v1=False): the v1 trainer has no single generation call to wrap")
         folder = resume_folder(config.trainer) if config is not None else None
         if folder is not None:
             load_state(folder)
@@ -387,6 +430,7 @@ def patch_legacy_trainer(module: ModuleType) -> None:
 
     @functools.wraps(init_workers)
     def init_workers_and_sampler(self: Any, *args: Any, **kwargs: Any) -> Any:
+        forward_skip(self.config)  # before the workers exist: they read it at import
         out = init_workers(self, *args, **kwargs)
         if grposcope_section(self.config.algorithm).get(SAMPLER_KEY) is not None:
             from . import verl_sampling  # it imports this module
@@ -414,53 +458,14 @@ def patch_legacy_trainer(module: ModuleType) -> None:
                                                                      load_with_state)
 
 
-def when_imported(name: str, patch: Callable[[ModuleType], None]) -> None:
-    """Calls patch(module) on the module `name`: now if it is imported, else right after its code first runs."""
-    module = sys.modules.get(name)
-    if module is not None:
-        patch(module)
-    elif not any(isinstance(f, _AfterImport) and f.name == name for f in sys.meta_path):
-        sys.meta_path.insert(0, _AfterImport(name, patch))
+def patch_v1_trainer(module: ModuleType) -> None:
+    from . import verl_v1  # its own module: the v1 trainer's samplers need TransferQueue
 
-
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """A finder that lets the others find module `name` and wraps the loader they return (see when_imported)."""
-
-    def __init__(self, name: str, patch: Callable[[ModuleType], None]) -> None:
-        self.name, self.patch = name, patch
-
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        if fullname != self.name:
-            return None
-        sys.meta_path.remove(self)  # once; and the search below must not find this finder again
-        spec = importlib.util.find_spec(fullname)
-        if spec is not None and spec.loader is not None:
-            spec.loader = _PatchingLoader(spec.loader, self.patch)
-        return spec
-
-
-class _PatchingLoader(importlib.abc.Loader):
-    """The found loader, whose exec_module then applies the patch (a failing patch is logged, not raised: it
-    must not stop verl from importing its own trainer)."""
-
-    def __init__(self, loader: Any, patch: Callable[[ModuleType], None]) -> None:
-        self.loader, self.patch = loader, patch
-
-    def create_module(self, spec: Any) -> Any:
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module: ModuleType) -> None:
-        self.loader.exec_module(module)
-        try:
-            self.patch(module)
-        except Exception:  # noqa: BLE001
-            logger.exception("grposcope: could not patch %s; grposcope's samplers and state are off", module.__name__)
-
-    def __getattr__(self, name: str) -> Any:  # get_source, get_filename, ... of the found loader
-        return getattr(self.loader, name)
+    verl_v1.patch(module)
 
 
 when_imported(LEGACY_TRAINER, patch_legacy_trainer)
+when_imported(V1_TRAINER, patch_v1_trainer)
 
 
 __all__ = [
@@ -468,6 +473,7 @@ __all__ = [
     "GrposcopeCheckpointCallback",
     "NAMES",
     "SAMPLER_KEY",
+    "SKIP_KEY",
     "TESTED_VERL",
     "attach_state",
     "config_fields",
@@ -475,9 +481,12 @@ __all__ = [
     "latest_metrics",
     "load_state",
     "load_state_dict",
+    "forward_skip",
     "patch_legacy_trainer",
+    "patch_v1_trainer",
     "register",
     "reset",
     "save_state",
+    "skip_setting",
     "state_dict",
 ]

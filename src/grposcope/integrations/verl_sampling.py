@@ -120,8 +120,8 @@ def recorded_step(index: Sequence[Any]) -> SamplerStep:
     the pools would otherwise silently become the groups."""
     if _step is None or not _step.covers(index):
         raise ValueError(f"algorithm.{plugin.CONFIG_KEY}.{plugin.SAMPLER_KEY} is set, but this batch was not drawn "
-                         "by grposcope's sampler in this process: the samplers run in verl's legacy trainer only "
-                         "(trainer.use_v1=False), with grposcope.integrations.verl imported in its TaskRunner")
+                         "by grposcope's sampler in this process: is grposcope.integrations.verl imported in verl's "
+                         "TaskRunner (its verl.plugins entry point, or VERL_USE_EXTERNAL_MODULES)?")
     return _step
 
 
@@ -150,8 +150,8 @@ def sampler_options(algorithm: Any) -> tuple[str, dict[str, Any]] | None:
         return None
     fields = plugin.sampler_fields(section)
     estimator = algorithm.get("adv_estimator") if hasattr(algorithm, "get") else None
-    known = fields | set(plugin.SHARED_FIELDS) | set(plugin.config_fields(estimator) if estimator in plugin.NAMES
-                                                     else ())
+    known = fields | set(plugin.SHARED_FIELDS) | set(plugin.RUN_FIELDS) | set(
+        plugin.config_fields(estimator) if estimator in plugin.NAMES else ())
     unknown = sorted(set(section) - known)
     if unknown:
         raise ValueError(f"algorithm.{plugin.CONFIG_KEY}.{unknown[0]} is not an option of sampler {name!r} or of "
@@ -367,10 +367,10 @@ class SampledRollouts:
 # Installing: the patched RayPPOTrainer.init_workers calls install(trainer)
 
 
-def install(trainer: Any) -> SampledRollouts:
-    """Wraps trainer.async_rollout_manager with the sampler configured in algorithm.grposcope, saves its state
-    with grposcope's, and hooks verl's logger. Fails before the first step on a pairing that cannot work."""
-    config = trainer.config
+def checked_sampler(config: Any) -> tuple[str, dict[str, Any]]:
+    """The sampler named in algorithm.grposcope and its options, after refusing (before the first step) what
+    cannot work in verl: a sampler that does not run there, REMAX, `grposcope_pool` beside a sampler without
+    pools; a pool-drawing sampler beside another estimator is warned about. Both trainers call it."""
     options = sampler_options(config.algorithm)
     if options is None:
         raise ValueError(f"algorithm.{plugin.CONFIG_KEY}.{plugin.SAMPLER_KEY} is not set")
@@ -389,12 +389,24 @@ def install(trainer: Any) -> SampledRollouts:
         raise ValueError(f"algorithm.adv_estimator={estimator} beside algorithm.{plugin.CONFIG_KEY}."
                          f"{plugin.SAMPLER_KEY}={name} (grposcope's names: {err})") from None
     if note:
-        warnings.warn(note, stacklevel=2)
+        warnings.warn(note, stacklevel=3)
+    return name, params
+
+
+def make_sampler(name: str, params: dict[str, Any]) -> Sampler:
+    return SAMPLERS.make(name, **params)
+
+
+def install(trainer: Any) -> SampledRollouts:
+    """Wraps trainer.async_rollout_manager with the sampler configured in algorithm.grposcope, saves its state
+    with grposcope's, and hooks verl's logger. Fails before the first step on a pairing that cannot work."""
+    config = trainer.config
+    name, params = checked_sampler(config)
     section = plugin.grposcope_section(config.algorithm)
     manager = trainer.async_rollout_manager
     pad = getattr(getattr(trainer, "tokenizer", None), "pad_token_id", None)
     wrapper = SampledRollouts(
-        manager, SAMPLERS.make(name, **params), int(config.actor_rollout_ref.rollout.n),
+        manager, make_sampler(name, params), int(config.actor_rollout_ref.rollout.n),
         reward=getattr(trainer, "_compute_reward_colocate", None),
         divisor=len(getattr(manager, "agent_loop_workers", None) or [])
         or int(config.actor_rollout_ref.rollout.agent.num_workers),
@@ -438,5 +450,6 @@ def install_log_hook() -> None:
     Tracking.log = log
 
 
-__all__ = ["FILLER", "POOL_KEYS", "SampledRollouts", "SamplerStep", "install", "install_log_hook",
-           "pending_metrics", "prompt_key", "recorded_step", "sampler_options", "split_prompts"]
+__all__ = ["FILLER", "POOL_KEYS", "SampledRollouts", "SamplerStep", "checked_sampler", "install",
+           "install_log_hook", "make_sampler", "pending_metrics", "prompt_key", "prompt_pools", "recorded_step",
+           "sampler_options", "split_prompts"]

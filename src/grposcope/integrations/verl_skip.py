@@ -1,4 +1,4 @@
-"""No optimizer step without signal inside verl 0.9.1's FSDP actor: opt in with GRPOSCOPE_SKIP_NO_SIGNAL_STEPS=1.
+"""No optimizer step without signal inside verl 0.9.1's FSDP actor: `algorithm.grposcope.skip_no_signal_steps`.
 
 verl steps the actor in its workers (Ray actors), in `FSDPEngine.optimizer_step` (verl/workers/engine/fsdp/
 transformer_impl.py): clip the gradient, then `optimizer.step()` unless the norm is not finite. A plugin reaches
@@ -8,10 +8,13 @@ call, the optimizer's `step` first asks whether any gradient element is non-zero
 and does nothing when none is. The weights, AdamW's moments and its step count stay as they were; verl steps its
 learning-rate schedule separately, so the schedule follows the step count; the step logs `actor/grad_norm` 0.
 
-Opt-in, unlike grposcope's own trainer and its TRL integration, because the entry point loads into every verl
+The workers read the decision from GRPOSCOPE_SKIP_NO_SIGNAL_STEPS ("1" or "0"), which the TaskRunner sets from
+the config key before verl builds them and passes into each worker group's environment (verl.forward_skip):
+on by default in a run that uses a grposcope estimator or sampler, as in grposcope's own trainer and its TRL
+integration. A run that uses neither keeps stock verl's behaviour, because the entry point loads into every verl
 run on a machine where grposcope is installed, whichever estimator that run uses: changing how those runs
-update must be asked for. Set it for the workers through Ray's runtime environment:
-`+ray_kwargs.ray_init.runtime_env.env_vars.GRPOSCOPE_SKIP_NO_SIGNAL_STEPS='"1"'` (docs/integrations.md).
+update must be asked for (the key, or the variable through Ray's runtime environment,
+`+ray_kwargs.ray_init.runtime_env.env_vars.GRPOSCOPE_SKIP_NO_SIGNAL_STEPS='"1"'`).
 
 Not covered: the Megatron engine (its optimizer returns whether it updated and counts zeros itself), and
 engines that do not inherit FSDPEngine.optimizer_step (torchtitan, veomni, automodel); there the variable changes
