@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Reinforce-Ada-balance ("Reinforce-Ada: An Adaptive Sampling Framework for Reinforce-Style LLM Training",
-# arXiv 2510.04996) inside verl 0.9.1's legacy trainer: Qwen2.5-Math-1.5B on MATH-style parquet data.
+# arXiv 2510.04996) inside verl 0.9.1's default (v1) trainer: Qwen2.5-Math-1.5B on MATH-style parquet data.
 # NEEDS GPUs (8 on one node) and verl's GPU extras (pip install "verl[vllm]==0.9.1" plus grposcope, in their own
-# environment): not run in CI. tests/verl/test_verl_sampling.py (bash scripts/test_verl.sh) runs the sampler
-# wrapper on the CPU with a stand-in rollout manager, and checks that these overrides compose with verl's config.
+# environment): not run in CI. tests/verl/test_verl_v1.py (bash scripts/test_verl.sh) runs the sampler in verl's
+# v1 trainer on the CPU with a stand-in agent loop; tests/verl/test_verl_sampling.py checks that these overrides
+# compose with verl's config.
 #
 #   bash examples/verl/reinforce_ada_balance.sh TRAIN.parquet VAL.parquet [more overrides...]
 #
@@ -14,8 +15,9 @@
 # rate 1e-6 with 10 warm-up steps and no weight decay, clip 0.2 / 0.28, no KL, token-mean loss, temperature 1.0,
 # prompts up to 1024 and responses up to 2048 tokens, 400 steps.
 #
-# The samplers run in verl's legacy trainer only (trainer.use_v1=False): grposcope wraps the trainer's rollout
-# manager when the TaskRunner builds it. VERL_USE_EXTERNAL_MODULES makes every process that imports verl import
+# The v1 trainer's sync mode (its default) runs the sampler in grposcope's replay buffer; trainer.use_v1=False
+# runs it around the legacy trainer's rollout manager instead, with the same keys. The no-signal skip is on
+# (+algorithm.grposcope.skip_no_signal_steps=false turns it off). VERL_USE_EXTERNAL_MODULES makes every process that imports verl import
 # grposcope's plugin (grposcope's "verl.plugins" entry point does the same once grposcope is installed); on a
 # multi-node Ray cluster also pass it to the workers:
 #   +ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES=grposcope.integrations.verl
@@ -25,7 +27,6 @@ shift 2
 model="${MODEL:-Qwen/Qwen2.5-Math-1.5B}"
 export VERL_USE_EXTERNAL_MODULES=grposcope.integrations.verl
 exec python3 -m verl.trainer.main_ppo \
-  trainer.use_v1=False \
   algorithm.adv_estimator=grposcope_pool \
   +algorithm.grposcope.sampler=reinforce_ada \
   +algorithm.grposcope.exit_rule=balance \

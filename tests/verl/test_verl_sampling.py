@@ -522,7 +522,7 @@ def test_the_example_scripts_overrides_compose_with_verls_config():
     config_dir = os.path.join(os.path.dirname(sys.modules["verl"].__file__), "trainer", "config")
     with initialize_config_dir(config_dir=config_dir, version_base=None):
         cfg = compose("ppo_trainer", overrides=shlex.split(command.replace("\\\n", " ")))
-    assert cfg.trainer.use_v1 is False and cfg.actor_rollout_ref.rollout.n == 4
+    assert cfg.trainer.use_v1 is True and cfg.actor_rollout_ref.rollout.n == 4  # verl's default trainer
     assert verl_sampling.sampler_options(cfg.algorithm) == (
         "reinforce_ada", {"exit_rule": "balance", "round_size": 8, "max_rounds": 4, "success_threshold": 0.5})
     assert plugin.estimator_params("grposcope_pool", cfg.algorithm) == ({}, 0.5)  # pool_std: the default, off

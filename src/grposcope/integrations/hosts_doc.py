@@ -29,9 +29,9 @@ METRICS = (
     ("`alarm/stagnation`", "yes", "yes", "yes: any sampler, or the v1 replay buffer"),
     ("`alarm/entropy_collapse`, `alarm/kl_drift`, `alarm/no_signal`", "yes", "yes",
      "no: the entropy, KL and advantages stay in verl's workers; verl logs `actor/entropy` and its KL itself"),
-    ("`sampler/*`", "yes", "yes", "yes: any sampler (legacy trainer)"),
-    ("`avspo/*`", "yes", "yes", "yes: with any sampler, in verl's logged metrics (legacy trainer); v1: not logged, "
-     "read `grposcope.integrations.verl.latest_metrics()`"),
+    ("`sampler/*`", "yes", "yes", "yes: any sampler, both trainers"),
+    ("`avspo/*`", "yes", "yes", "yes: in verl's logged metrics, v1 trainer (always) and legacy trainer (with a "
+     "sampler)"),
 )
 
 
@@ -48,7 +48,7 @@ def hosts_table() -> str:
                      for host in COLUMNS]
             if "verl" in registry.hosts(name):
                 cells[2] = (f"yes: `algorithm.adv_estimator={verl_name(name)}`" if registry is ESTIMATORS else
-                            f"yes: `+algorithm.grposcope.sampler={name}` (legacy trainer)")
+                            f"yes: `+algorithm.grposcope.sampler={name}` (both trainers; v1 in sync mode)")
             rows.append(f"| {registry.kind} | `{name}` | " + " | ".join(cells) + " |")
     rows += [f"| metrics | {family} | {own} | {trl} | {verl} |" for family, own, trl, verl in METRICS]
     return "\n".join(rows)
