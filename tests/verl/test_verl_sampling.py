@@ -443,12 +443,18 @@ def test_the_sampler_state_survives_the_legacy_trainers_checkpoint(tmp_path):
     assert rows_by_prompt(fresh) != rows_by_prompt(continued)
 
 
-def test_init_workers_puts_the_sampler_around_the_manager_it_built():
+def test_init_workers_puts_the_sampler_around_the_manager_it_built(monkeypatch):
+    from grposcope.integrations import verl_skip
+
+    monkeypatch.setenv(verl_skip.ENV, "unset")  # restored (to what it was) after the test
+    monkeypatch.delenv(verl_skip.ENV)
+
     class Trainer:
         def __init__(self, cfg):
             self.config, self.tokenizer, self.total_training_steps = cfg, SimpleNamespace(pad_token_id=0), 10
 
         def init_workers(self):
+            self.skip_for_workers = os.environ.get(verl_skip.ENV)  # what the workers built here would get
             self.async_rollout_manager = ScriptedManager()
 
         def _save_checkpoint(self):
@@ -462,6 +468,7 @@ def test_init_workers_puts_the_sampler_around_the_manager_it_built():
     with_sampler.init_workers()
     assert isinstance(with_sampler.async_rollout_manager, verl_sampling.SampledRollouts)
     assert with_sampler.async_rollout_manager.agent_loop_workers  # everything else is the manager's
+    assert with_sampler.skip_for_workers == "1"  # a run that uses grposcope: the skip on, set before the workers
     without = Trainer(OmegaConf.create({"algorithm": {"adv_estimator": "grpo"}}))
     without.init_workers()
     assert isinstance(without.async_rollout_manager, ScriptedManager)
