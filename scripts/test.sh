@@ -19,4 +19,6 @@ if ! command -v chromium >/dev/null 2>&1; then
 fi
 .venv/bin/ruff check src tests bench examples experiments
 .venv/bin/python -m pytest "$@"
+# the wheel and the sdist, installed into a clean environment and run from outside the checkout
+bash scripts/test_wheel.sh
 bash scripts/test_verl.sh -q

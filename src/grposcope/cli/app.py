@@ -11,7 +11,6 @@ from typing import Any
 
 import typer
 
-from .. import __version__
 from ..errors import UserError
 from ..terminal import terminal_safe
 
@@ -25,6 +24,8 @@ USER_ERRORS = (UserError, ValueError, OSError)
 @app.callback(invoke_without_command=True)
 def main(ctx: typer.Context, version: bool = typer.Option(False, "--version", help="Print the version.")) -> None:
     if version:
+        from .. import __version__  # the package metadata's (pyproject.toml's) version
+
         typer.echo(f"grposcope {__version__}")
         raise typer.Exit()
     if ctx.invoked_subcommand is None:

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Checks grposcope the way a user gets it: builds the wheel and the sdist (python -m build, from .venv, which
+# scripts/setup.sh makes), installs the wheel into a clean virtual environment (not editable; torch 2.13.0 first
+# and alone, then the wheel with its [report] extra, pinned by requirements/constraints.txt), and from a folder
+# outside the checkout runs `grposcope --version`, `grposcope report` and `grposcope diagnose` on copies of the
+# fixture runs in tests/fixtures, and `import grposcope.core`. Also checks that the wheel holds every file of
+# src/grposcope and the licence, and that the sdist holds LICENSE and CHANGELOG.md. Everything happens in a
+# temporary folder, removed at the end; pip's cache is reused, so a second run downloads nothing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+checkout="$PWD"
+started=$SECONDS
+python="${PYTHON:-python3}"
+unset PYTHONPATH  # the clean environment must find grposcope in its own site-packages, never in src/
+[ -x .venv/bin/python ] || { echo "scripts/test_wheel.sh: no .venv; run bash scripts/setup.sh first" >&2; exit 1; }
+version="$(sed -n 's/^version = "\(.*\)"$/\1/p' pyproject.toml | head -n 1)"
+[ -n "$version" ] || { echo "scripts/test_wheel.sh: no version line in pyproject.toml" >&2; exit 1; }
+
+tmp="$(mktemp -d "${TMPDIR:-/tmp}/grposcope-wheel.XXXXXX")"
+trap 'rm -rf "$tmp"' EXIT
+say() { echo "+ [$((SECONDS - started)) s] $*" >&2; }  # what runs next, and the seconds spent so far
+quiet_pip() {
+  # pip's own failures still fail the script (pipefail); only the notices about configured package locations
+  # that do not exist on this machine are filtered out, as in scripts/setup.sh
+  "$@" 2>&1 | { grep -v "^WARNING: Location '.*' is ignored" || true; }
+}
+venv="$tmp/venv"
+# --no-compile: no .pyc written at install for the thousands of modules (torch's, sympy's) these checks never import
+pip_install() { quiet_pip "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile "$@"; }
+
+say .venv/bin/python -m build --outdir "$tmp/dist" .
+quiet_pip .venv/bin/python -m build --quiet --outdir "$tmp/dist" .
+wheel="$tmp/dist/grposcope-$version-py3-none-any.whl"
+sdist="$tmp/dist/grposcope-$version.tar.gz"
+ls -l "$wheel" "$sdist" >&2
+
+say "checking the wheel's and the sdist's contents"
+.venv/bin/python - "$wheel" "$sdist" "$version" <<'EOF'
+import sys, tarfile, zipfile
+from pathlib import Path
+
+wheel, sdist, version = sys.argv[1:]
+in_wheel = set(zipfile.ZipFile(wheel).namelist())
+# every file the package may read at run time (its code, and any data file added later) must ship in the wheel
+source = {p.relative_to("src").as_posix() for p in Path("src/grposcope").rglob("*")
+          if p.is_file() and "__pycache__" not in p.parts}
+missing = sorted(source - in_wheel)
+missing += [n for n in (f"grposcope-{version}.dist-info/licenses/LICENSE",) if n not in in_wheel]
+in_sdist = set(tarfile.open(sdist).getnames())
+missing += [n for n in (f"grposcope-{version}/{f}" for f in ("LICENSE", "CHANGELOG.md", "pyproject.toml"))
+            if n not in in_sdist]
+if missing:
+    sys.exit(f"scripts/test_wheel.sh: not shipped: {missing}")
+print(f"wheel: {len(in_wheel)} files, all {len(source)} of src/grposcope; sdist: {len(in_sdist)} entries, "
+      "LICENSE and CHANGELOG.md among them")
+EOF
+
+say "$python" -m venv "$venv"
+"$python" -m venv "$venv"
+# torch first and alone: a bare `torch` requirement would pull a multi-GB CUDA build
+say "$venv/bin/pip" install torch==2.13.0
+pip_install torch==2.13.0
+say "$venv/bin/pip" install -c requirements/constraints.txt "$wheel[report]"
+pip_install -c requirements/constraints.txt "$wheel[report]"
+say "$venv/bin/pip" check
+"$venv/bin/python" -m pip check --disable-pip-version-check
+
+# From outside the checkout, on copies of the fixture runs: the commands write their outputs beside them
+mkdir "$tmp/work"
+cp -r tests/fixtures/runs/quickstart tests/fixtures/trl_tiny_run "$tmp/work/"
+cd "$tmp/work"
+say grposcope --version
+printed="$("$venv/bin/grposcope" --version)"
+echo "$printed"
+[ "$printed" = "grposcope $version" ] \
+  || { echo "scripts/test_wheel.sh: expected 'grposcope $version' (pyproject.toml)" >&2; exit 1; }
+say grposcope report quickstart trl_tiny_run
+"$venv/bin/grposcope" report quickstart trl_tiny_run
+[ -s report/report.html ] || { echo "scripts/test_wheel.sh: grposcope report wrote no report/report.html" >&2; exit 1; }
+say grposcope diagnose quickstart trl_tiny_run
+"$venv/bin/grposcope" diagnose quickstart trl_tiny_run
+say python -c "import grposcope.core"
+"$venv/bin/python" - "$venv" "$checkout" <<'EOF'
+import sys
+from pathlib import Path
+
+import grposcope.core
+
+venv, checkout = (Path(p).resolve() for p in sys.argv[1:])
+where = Path(grposcope.core.__file__).resolve()
+if venv not in where.parents or checkout in where.parents:
+    sys.exit(f"scripts/test_wheel.sh: grposcope.core came from {where}, not from the clean environment")
+print(f"grposcope.core from {where.parent}")
+EOF
+cd "$checkout"
+rm -rf "$tmp"
+echo "scripts/test_wheel.sh: grposcope $version's wheel and sdist passed in $((SECONDS - started)) s (clean-up included)"
