@@ -13,6 +13,8 @@ What the subclass changes in TRL's `GRPOTrainer` (docs/integrations.md):
   they reach W&B, TensorBoard and `trainer.state.log_history` with TRL's `reward` and `kl`;
 - an optimizer step whose micro-batches carry no signal on any process (every advantage 0, beta 0, no entropy
   bonus or router loss) is not taken (`skip_no_signal_steps`, on by default): AdamW would replay its momentum.
+  Under DeepSpeed (ZeRO-2, ZeRO-3) the engine steps inside the last micro-batch's backward pass, so the
+  decision is taken before that pass and only the wrapped base optimizer's update is left out.
 Before TRL starts: `reward_funcs` strings that TRL would fetch from the hub are refused and each function's
 calls are checked (trl_rewards); the model folder's generation_config.json fields TRL leaves unset are set
 aside (grposcope.rollout.model_defaults). Everything else (generation, reward calls, the loss,
@@ -29,7 +31,6 @@ import math
 import os
 import statistics
 import types
-import warnings
 from typing import Any
 
 from packaging.specifiers import SpecifierSet
@@ -142,11 +143,8 @@ class GRPOTrainer(trl.GRPOTrainer):
         self._recent: dict[str, float] = {}  # TRL's entropy and kl of the last logged steps, for the alarms
         self._rewards_per_func: torch.Tensor | None = None
         self._signal = False  # whether a micro-batch since the last optimizer step carried signal (this process)
+        self._skip_engine_step = False  # DeepSpeed: the decision for the engine step of this backward pass
         self.skipped_no_signal_steps = 0
-        if args.skip_no_signal_steps and self.is_deepspeed_enabled:
-            warnings.warn("skip_no_signal_steps has no effect under DeepSpeed, whose engine steps the optimizer "
-                          "inside the backward pass: every step updates, as in stock TRL", RuntimeWarning,
-                          stacklevel=2)
 
     # --- one training generation ---------------------------------------------------------------------------
 
@@ -272,6 +270,11 @@ class GRPOTrainer(trl.GRPOTrainer):
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         if model.training:
             self._signal = self._signal or self._carries_signal(inputs)
+            if self.args.skip_no_signal_steps and self.is_deepspeed_enabled and self.accelerator.sync_gradients:
+                # the last micro-batch of the optimizer step: accelerate runs the engine's step inside its backward
+                # pass, so the decision is taken now, from the advantages of all the step's micro-batches
+                self._prepare_engine_step()
+                self._skip_engine_step = self._no_signal_anywhere()
         return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
 
     def _carries_signal(self, inputs: dict[str, Any]) -> bool:
@@ -287,31 +290,49 @@ class GRPOTrainer(trl.GRPOTrainer):
 
     def create_optimizer(self, model=None):
         optimizer = super().create_optimizer(model)
-        if self.args.skip_no_signal_steps and not self.is_deepspeed_enabled and not hasattr(optimizer, "_grposcope"):
-            step, trainer = optimizer.step, self
-
-            def step_with_signal(_optimizer: Any, *args: Any, **kwargs: Any) -> Any:
-                return trainer._step_with_signal(step, *args, **kwargs)
-
-            # a bound method, as torch's LR schedulers expect when they wrap `step` in turn
-            optimizer.step = types.MethodType(step_with_signal, optimizer)
-            optimizer._grposcope = True  # once, also if TRL asks for the optimizer again
+        if self.args.skip_no_signal_steps and not self.is_deepspeed_enabled:
+            _wrap_step(optimizer, self._step_with_signal)
         return optimizer
 
     def _step_with_signal(self, step, *args: Any, **kwargs: Any) -> Any:
         """The optimizer's step, taken only when some process's micro-batches carried signal since the last
-        one (decided alike on every process, so that sharded and replicated optimizers stay in step). The
-        learning-rate schedule goes on either way: transformers steps it after this call."""
+        one. The learning-rate schedule goes on either way: transformers steps it after this call."""
+        return None if self._no_signal_anywhere() else step(*args, **kwargs)
+
+    def _no_signal_anywhere(self) -> bool:
+        """Whether no process's micro-batches carried signal since the last optimizer step: one gather, decided
+        alike on every process, so that sharded and replicated optimizers stay in step. Logged and counted."""
         signal = torch.tensor([float(self._signal)], device=self.accelerator.device)
         self._signal = False
         if self.accelerator.num_processes > 1:
             signal = self.accelerator.gather(signal)  # (processes,)
         skipped = not bool(signal.any())
         self._metrics["train"]["optimizer/skipped_no_signal"].append(float(skipped))
-        if skipped:
-            self.skipped_no_signal_steps += 1
-            return None
-        return step(*args, **kwargs)
+        self.skipped_no_signal_steps += skipped
+        return skipped
+
+    def _prepare_engine_step(self) -> None:
+        """Under DeepSpeed, the base optimizer inside the engine (the AdamW that TRL or the DeepSpeed config
+        made, which ZeRO steps on this process's fp32 partition) leaves out its update when `_skip_engine_step`
+        says so. The rest of `engine.step()` runs as always: the gradient partitions are freed, the unchanged
+        fp32 partition is copied back into the weights, the engine's global_steps, global_samples and
+        micro_steps advance with transformers' global_step, a scheduler the engine owns (DeepSpeed config
+        `scheduler`, or the trainer's built for a DeepSpeed-config optimizer) steps there, and transformers
+        steps its own otherwise: the schedule goes on as without DeepSpeed, and a checkpoint holds the
+        unchanged moments and step count beside the advanced counters."""
+        engine = self.accelerator.deepspeed_engine_wrapped.engine
+        _wrap_step(engine.basic_optimizer, self._step_unless_skipped)
+        if getattr(engine.optimizer, "_hp_optimizer_states_linked", False) and not any(
+                engine.basic_optimizer.state.values()):
+            # ZeRO-1/2 and DeepSpeed's bf16 optimizer link each weight's view of the moments (read by
+            # deepspeed.utils.safe_get_full_optimizer_state) after the first base step, once: after a skipped
+            # first step there were no moments to link, so they link again after the first real one
+            engine.optimizer._hp_optimizer_states_linked = False
+
+    def _step_unless_skipped(self, step, *args: Any, **kwargs: Any) -> Any:
+        """DeepSpeed's base optimizer step (once per parameter group or ZeRO-3 sub-group), left out when the
+        decision taken before this backward pass says so."""
+        return None if self._skip_engine_step else step(*args, **kwargs)
 
     # --- logging and checkpoints ---------------------------------------------------------------------------
 
@@ -356,6 +377,21 @@ class GRPOTrainer(trl.GRPOTrainer):
                                     "integration, so AVSPO's threshold, the sampler and the collapse history "
                                     "cannot resume; resume from a checkpoint of this trainer, or start afresh")
         self.load_grposcope_state(torch.load(path, weights_only=True))
+
+
+def _wrap_step(optimizer: Any, guard: Any) -> None:
+    """optimizer.step(...) becomes guard(step, ...), which takes the original step or leaves it out; once, also
+    if the optimizer is handed over again."""
+    if getattr(optimizer, "_grposcope", False):
+        return
+    step = optimizer.step
+
+    def guarded(_optimizer: Any, *args: Any, **kwargs: Any) -> Any:
+        return guard(step, *args, **kwargs)
+
+    # a bound method, as torch's LR schedulers expect when they wrap `step` in turn
+    optimizer.step = types.MethodType(guarded, optimizer)
+    optimizer._grposcope = True
 
 
 __all__ = ["GRPOConfig", "GRPOTrainer", "TRL_TESTED", "check_trl"]
