@@ -325,3 +325,16 @@ def test_max_samples_counts_every_completion_drawn_not_those_kept(tmp_path, tiny
     assert [line["sampler/samples_generated"] for line in lines] == [24, 24]
     assert [line["sampler/samples_kept"] for line in lines] == [8, 8]
     assert trainer.samples_generated == 48
+
+
+def test_a_train_batch_moves_every_field_to_the_models_device():
+    # the rollout hands its rows back on the CPU and the loss runs where the model is (on a GPU: cuda); the
+    # "meta" device stands in for a second device on this machine
+    from dataclasses import fields
+
+    from grposcope.trainer.policy import TrainBatch
+
+    batch = TrainBatch(**{f.name: torch.zeros(2, 3) for f in fields(TrainBatch)})
+    moved = batch.to(torch.device("meta"))
+    assert all(getattr(moved, f.name).device.type == "meta" for f in fields(TrainBatch))
+    assert TrainBatch(*(torch.zeros(2, 3) for _ in range(5))).to(torch.device("meta")).old_logp is None

@@ -45,6 +45,11 @@ class TrainBatch:
         picked["prompt_ids"], picked["prompt_mask"] = picked["prompt_ids"][:, first:], picked["prompt_mask"][:, first:]
         return TrainBatch(**picked)
 
+    def to(self, device: torch.device) -> "TrainBatch":
+        """The batch on `device`: the rollout hands rows back on the CPU, the loss runs where the model is."""
+        return TrainBatch(**{f.name: None if (x := getattr(self, f.name)) is None else x.to(device)
+                             for f in fields(self)})
+
     def __len__(self) -> int:
         return self.completion_ids.shape[0]
 

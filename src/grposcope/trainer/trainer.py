@@ -302,6 +302,7 @@ class GRPOTrainer:
         """Forward, loss, backward on one micro-batch; returns its figures and whether its loss was finite
         (a NaN or inf loss is not back-propagated). A micro-batch whose loss has no gradient skips the
         backward pass, and runs its forward pass without a graph, only for the entropy and KL it measures."""
+        micro = micro.to(next(self.model.parameters()).device)  # the rows come back from the rollout on the CPU
         if not self._has_gradient(micro):
             measured = self.args.diagnostics or micro.ref_logp is not None
             if not measured:
