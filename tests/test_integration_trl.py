@@ -208,6 +208,19 @@ def test_estimator_state_saved_and_restored_with_trl_checkpoints(tmp_path):
         resumed._load_optimizer_and_scheduler(str(saved.parent))
 
 
+@pytest.mark.parametrize("option, value, message", [
+    ("success_threshold", float("nan"), r"option success_threshold: got nan; give a finite number"),
+    ("kl_bound", -1.0, r"kl_bound must be > 0 \(the mean per-token KL above which the KL-drift alarm fires, "
+                       r"e.g. 0.5\), got -1.0"),
+    ("diagnose_every", -3, r"diagnose_every must be >= 0 .*got -3"),
+    ("advantage_eps", 0.0, r"advantage_eps must be > 0 .*got 0.0"),
+])
+def test_the_trl_config_applies_grposcopes_option_ranges(tmp_path, option, value, message):
+    # the one table (trainer/config_checks.RANGES) wherever a GRPOConfig is built: TRL's too
+    with pytest.raises(ValueError, match=message):
+        GRPOConfig(**settings(tmp_path), **{option: value})
+
+
 def test_config_errors_name_the_fix(tmp_path):
     with pytest.raises(ValueError, match="known: "):
         GRPOConfig(**settings(tmp_path), advantage_estimator="nope")

@@ -309,6 +309,14 @@ def string_at_0(prompts, completions, **kwargs):
     return ["1.0", 1.0, 1.0]
 
 
+def huge_int_at_1(prompts, completions, **kwargs):
+    return [1, 10**400, 1]  # a Python int no float holds: float() raises OverflowError
+
+
+def beyond_float32_at_0(prompts, completions, **kwargs):
+    return [1e308, 1.0, 1.0]  # a finite float64 that the float32 rewards turn into inf
+
+
 PROMPTS = ["prompt zero", "prompt one", "prompt two"]
 COMPLETIONS = ["completion zero", "completion one", "completion boom two"]
 
@@ -320,6 +328,9 @@ ERROR_CASES = [
     (nan_at_1, "returned nan", 1, [1]),
     (inf_at_2, "returned inf", 2, [2]),
     (string_at_0, "returned a non-number (str '1.0')", 0, [0]),
+    (huge_int_at_1, "returned a number too large for a float (about 10^400)", 1, [1]),
+    (beyond_float32_at_0, "returned 1e+308, beyond the float32 range rewards are trained in (|r| <= 3.4e+38)", 0,
+     [0]),
 ]
 
 

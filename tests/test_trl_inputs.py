@@ -123,6 +123,10 @@ def returns_text(prompts, completions, **kwargs):
     return ["1.0"] * len(completions)
 
 
+def returns_huge_int_on_kind_1(prompts, completions, kind, **kwargs):
+    return [10**400 if k == 1 else 1 for k in kind]  # no float holds it: float() raises OverflowError
+
+
 @pytest.mark.parametrize("reward, problem, index, fix", [
     (fails_on_kind_1, "raised KeyError: 1", G, "fix the function so it handles this sample"),
     (fails_on_kind_1_async, "raised KeyError: 1", G, "fix the function so it handles this sample"),
@@ -132,7 +136,9 @@ def returns_text(prompts, completions, **kwargs):
      "return one float (or None) per completion, in the batch's order"),
     (returns_inf_on_kind_1, "returned inf", G, "return a finite float, or None when the function does not apply"),
     (returns_text, "returned a non-number (str '1.0')", 0, "return a finite float, or None"),
-], ids=["raises", "raises-async", "returns-None", "wrong-length", "inf", "text"])
+    (returns_huge_int_on_kind_1, "returned a number too large for a float (about 10^400)", G,
+     "return a finite float, or None"),
+], ids=["raises", "raises-async", "returns-None", "wrong-length", "inf", "text", "huge-int"])
 def test_a_failing_reward_names_the_function_and_the_sample(tmp_path, reward, problem, index, fix):
     trainer = make(tmp_path, reward)
     assert trainer.reward_func_names == [reward.__name__]  # metrics keep the function's name

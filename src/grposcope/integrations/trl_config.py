@@ -19,6 +19,7 @@ from trl import GRPOConfig as TRLGRPOConfig
 from ..core.advantages import ESTIMATORS
 from ..sampling import SAMPLERS, pool_pairing
 from ..trainer import config as own_config
+from ..trainer.config_checks import check_options
 from ..trainer.config_doc import field_docs
 from ..trainer.options import FAMILIES, declared, unread_component_option, with_component_options
 
@@ -84,8 +85,8 @@ class GRPOConfig(_Fields):
                 f"multi_objective_aggregation={self.multi_objective_aggregation!r}: grposcope's estimators take one "
                 "reward per completion, TRL's weighted sum of the reward functions; set "
                 "multi_objective_aggregation='sum_then_normalize' (TRL's default)")
-        if not 0.0 <= self.acr_ema_lambda < 1.0:
-            raise ValueError(f"acr_ema_lambda must be in [0, 1), got {self.acr_ema_lambda}")
+        # grposcope's own ranges for its fields (TRL checks its own): the one table, as in grposcope's config
+        check_options({name: getattr(self, name) for name in (*RUN_WIDE, *declared()) if hasattr(self, name)})
         for family in FAMILIES_IN_TRL:  # a bad option fails here, before any model is loaded
             FAMILIES[family].build(getattr(self, family), self)
         for note in self.unused_options() + ([pairing] if pairing else []):

@@ -127,6 +127,9 @@ def _weights(reward_weights: Sequence[float] | None, names: list[str]) -> torch.
     return torch.tensor(weights, dtype=torch.float32)  # (F,)
 
 
+FLOAT32_MAX = float(torch.finfo(torch.float32).max)  # rewards leave the scorer as float32
+
+
 def _as_value(value: Any) -> tuple[float | None, str | None]:
     """(value, None) for a finite number or None; (None, problem) for anything else."""
     if value is None:
@@ -135,9 +138,17 @@ def _as_value(value: Any) -> tuple[float | None, str | None]:
         value = value.item()  # a 0-d tensor or numpy array
     if not isinstance(value, numbers.Real):
         return None, f"returned a non-number ({type(value).__name__} {_clip(repr(value), 60)})"
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:  # a Python int (or Fraction, Decimal) beyond float64
+        # its size from its bits: str() of an int past 4,300 digits raises in Python >= 3.11
+        size = f" (about 10^{int(int(value).bit_length() * math.log10(2))})" if isinstance(value, numbers.Integral) \
+            else ""
+        return None, f"returned a number too large for a float{size}"
     if not math.isfinite(value):
         return None, f"returned {value}"
+    if abs(value) > FLOAT32_MAX:  # finite here, inf in the float32 rewards the update reads
+        return None, f"returned {value:g}, beyond the float32 range rewards are trained in (|r| <= {FLOAT32_MAX:.2g})"
     return value, None
 
 

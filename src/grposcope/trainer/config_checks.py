@@ -146,6 +146,18 @@ def check_values(config: Any) -> None:
     _check_virtual_reward_partial(config)
 
 
+def check_options(values: dict[str, Any]) -> None:
+    """What a host's config gets for the grposcope options it carries (the TRL integration's GRPOConfig): every
+    number finite, and each option's row of RANGES, with the same messages as grposcope's own config."""
+    for name, value in values.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"option {name}: got {value}; give a finite number")
+        rule = RANGES.get(name)
+        if rule is not None and isinstance(value, (int, float)) and not isinstance(value, bool) \
+                and not rule.holds(value):
+            raise ValueError(rule.message(name, value))
+
+
 def _check_texts_and_lists(config: Any) -> None:
     """Paths that are empty, lists that name nothing: each would quietly mean something else."""
     if not config.output_dir.strip():
