@@ -163,3 +163,16 @@ def test_untested_verl_version_is_refused(monkeypatch):
     monkeypatch.setattr(metadata, "version", lambda name: "0.10.0")
     with pytest.raises(ImportError, match="tested with verl 0.9.1 only, found verl 0.10.0"):
         plugin._require_verl()
+
+
+@pytest.mark.parametrize("section, message", [
+    ({"success_threshold": float("nan")}, "option success_threshold: got nan; give a finite number"),
+    ({"acr_ema_lambda": 1.5}, r"acr_ema_lambda must be in \[0, 1\)"),
+    ({"advantage_eps": 0.0}, "advantage_eps must be > 0"),
+])
+def test_verls_keys_get_grposcopes_option_ranges(section, message):
+    # the one table (trainer/config_checks.RANGES) for algorithm.grposcope's keys too
+    data = make_batch([1, 0, 1, 0], ["a"] * 4)
+    name = "grposcope_grpo" if "advantage_eps" in section else "avspo"
+    with pytest.raises(ValueError, match=message):
+        verl_advantages(data, name, algorithm(**section))

@@ -153,9 +153,18 @@ def estimator_params(name: str, config: Any) -> tuple[dict[str, Any], float]:
         known = ", ".join(sorted(set(fields) | set(SHARED_FIELDS) | set(RUN_FIELDS) | theirs))
         raise ValueError(f"algorithm.{CONFIG_KEY}.{unknown[0]} is not an option of advantage estimator {name!r}; "
                          f"it reads: {known}")
+    check_ranges(section)
     params = {key: plain_value(value) for key, value in section.items() if key in fields}
     threshold = section.get("success_threshold", SHARED_FIELDS["success_threshold"])
     return params, float(threshold)
+
+
+def check_ranges(section: dict[str, Any]) -> None:
+    """grposcope's option ranges (trainer/config_checks.RANGES, the one table) on algorithm.grposcope's keys.
+    Imported here, not at the top: the workers import this module and never read options."""
+    from ..trainer.config_checks import check_options
+
+    check_options(section)
 
 
 def plain_value(value: Any) -> Any:

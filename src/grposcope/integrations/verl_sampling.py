@@ -156,6 +156,7 @@ def sampler_options(algorithm: Any) -> tuple[str, dict[str, Any]] | None:
     if unknown:
         raise ValueError(f"algorithm.{plugin.CONFIG_KEY}.{unknown[0]} is not an option of sampler {name!r} or of "
                          f"advantage estimator {estimator!r}; they read: {', '.join(sorted(known))}")
+    plugin.check_ranges(section)
     return name, {k: plugin.plain_value(v) for k, v in section.items() if k in fields - {plugin.SAMPLER_KEY}}
 
 
