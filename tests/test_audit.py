@@ -236,6 +236,16 @@ def test_the_command_on_a_pairs_file_with_math_verify(tmp_path, case_verdicts):
     assert again.exit_code == 1 and "already exists; pass --overwrite" in again.output
 
 
+def test_a_json_path_that_is_a_folder_is_named_as_such_and_overwrite_is_not_offered(tmp_path):
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    for extra in ([], ["--overwrite"]):  # --overwrite cannot replace a folder with a file
+        result = _run(_pairs_file(tmp_path), "--json", folder, *extra)
+        text = " ".join(result.output.split())
+        assert result.exit_code == 1 and "--overwrite" not in text
+        assert f"--json {folder} is a folder; name a file in it, e.g. --json {folder / 'audit.json'}" in text
+
+
 def test_the_command_on_a_completions_log_and_fail_on_flag(tmp_path):
     log = _write_jsonl(tmp_path / "completions.jsonl", _log_rows())
     verifiers = ["--verifiers", "boxed_exact,last_number,grposcope_default"]

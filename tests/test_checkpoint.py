@@ -145,6 +145,9 @@ def test_resume_without_a_checkpoint_says_so(tmp_path, tiny_llama, tiny_tokenize
         trainer.train(resume_from_checkpoint=True)
     with pytest.raises(CheckpointError, match="does not exist; give a checkpoint-N folder"):
         trainer.train(resume_from_checkpoint=str(tmp_path / "nowhere"))
+    (tmp_path / "notes.txt").write_text("a file, not a checkpoint")
+    with pytest.raises(CheckpointError, match="notes.txt is a file, not a checkpoint folder; give a checkpoint-N"):
+        trainer.train(resume_from_checkpoint=str(tmp_path / "notes.txt"))
 
 
 def test_a_new_run_refuses_an_output_dir_with_checkpoints_and_overwrite_removes_them(tmp_path, tiny_llama,

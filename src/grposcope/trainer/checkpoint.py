@@ -212,7 +212,8 @@ def resolve(spec: str | bool, output_dir: str | os.PathLike[str]) -> Path:
         return found
     folder = Path(spec)
     if not folder.is_dir():
-        raise CheckpointError(f"checkpoint {folder} does not exist; give a checkpoint-N folder of a run")
+        what = "is a file, not a checkpoint folder" if folder.exists() else "does not exist"
+        raise CheckpointError(f"checkpoint {folder} {what}; give a checkpoint-N folder of a run")
     problem = verify(folder)
     if problem is not None:
         older = latest_checkpoint(folder.parent)
