@@ -395,3 +395,18 @@ def test_probe_core_with_an_in_memory_model(tiny_llama, tiny_tokenizer):
     # the samples follow the seed (and the batch's first prompt), and nothing else
     first, again, other = probe([coin], 0, 2), probe([coin], 0, 2), probe([coin], 1, 2)  # 16 coin flips each
     assert first == again and first[0][0]["successes"] != other[0][0]["successes"]
+
+
+def test_cli_probe_out_naming_a_users_own_file_advises_another_out(tmp_path, leveled_file, monkeypatch):
+    # the user's notes are not a probe file: the advice is to choose another --out, not to edit their file
+    import grposcope.models
+
+    monkeypatch.setattr(grposcope.models, "load_model", lambda *a, **k: (_ for _ in ()).throw(AssertionError))
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\nsecond line\n")
+    result = CliRunner().invoke(app, probe_args(tmp_path / "no-model", leveled_file, notes, 2))
+    text = " ".join(result.output.split())
+    assert result.exit_code == 1 and "fix or remove that line" not in text
+    assert (f"{notes} exists and is not a probe file (line 1 is not JSON: Expecting value); choose another "
+            "--out, or pass --overwrite to replace it") in text
+    assert notes.read_text() == "my notes\nsecond line\n"

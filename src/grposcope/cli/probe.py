@@ -131,7 +131,11 @@ def _resumable(path: Path, settings: dict[str, Any], examples: list[dict], overw
     """The records already probed in `path` with the same settings (none for a new or replaced file)."""
     if overwrite or not path.exists() or path.stat().st_size == 0:
         return []
-    header, numbered = read_probe(path)
+    try:
+        header, numbered = read_probe(path)
+    except NotAProbeLine as err:  # --out names a file that is no probe: the user's own, never to be edited
+        raise ValueError(f"{path} exists and is not a probe file ({err.problem}); choose another --out, or pass "
+                         "--overwrite to replace it") from None
     records = [record for _, record in numbered]
     if header is None:
         raise ValueError(f"{path} exists and is not a probe file (its first line holds no settings); choose "
@@ -244,6 +248,15 @@ def _with_progress(batches: Iterator[list[dict]], total: int, prior: list[dict])
             bar.stop()
 
 
+class NotAProbeLine(ValueError):
+    """A line of a probe file that is not a JSON object; `problem` says which and how, without the fix, which
+    depends on whose file it is."""
+
+    def __init__(self, path: Path, problem: str) -> None:
+        super().__init__(f"{path}: {problem}; fix or remove that line")
+        self.problem = problem
+
+
 def read_probe(path: Path) -> tuple[dict[str, Any] | None, list[tuple[int, dict[str, Any]]]]:
     """(settings or None, [(line number, record)]) of a probe JSONL file. A line that is not a JSON object
     names the file and the line; a partial last line (a killed probe: no newline after it) is skipped."""
@@ -259,9 +272,9 @@ def read_probe(path: Path) -> tuple[dict[str, Any] | None, list[tuple[int, dict[
         except json.JSONDecodeError as err:
             if number == len(lines):
                 break
-            raise ValueError(f"{path}: line {number} is not JSON ({err.msg}); fix or remove that line") from None
+            raise NotAProbeLine(path, f"line {number} is not JSON: {err.msg}") from None
         if not isinstance(record, dict):
-            raise ValueError(f"{path}: line {number} is not a JSON object")
+            raise NotAProbeLine(path, f"line {number} is not a JSON object")
         if number == 1 and isinstance(record.get("probe"), dict) and "successes" not in record:
             header = record["probe"]
         else:
