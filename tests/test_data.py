@@ -448,3 +448,20 @@ def test_importing_the_data_package_stays_cheap():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("template, problem", [
+    ("{{ ''.__class__.__mro__ }}", "was refused by jinja's sandbox (SecurityError: access to attribute '__class__' "
+                                   "of 'str' object is unsafe.)"),
+    ("{% for m in messages %}{{ m['content'] }", "has a syntax error (TemplateSyntaxError: "),
+])
+def test_a_chat_template_that_fails_is_named_in_one_line(template, problem):
+    from conftest import make_tiny_tokenizer
+
+    tokenizer = make_tiny_tokenizer()
+    tokenizer.chat_template = template
+    with pytest.raises(ValueError) as caught:
+        render_prompt([{"role": "user", "content": "hi"}], tokenizer)
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith(f"the tokenizer's chat template {problem}")
+    assert "fix the template" in message

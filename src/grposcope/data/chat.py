@@ -41,7 +41,29 @@ def render_prompt(prompt: Prompt, tokenizer: Any) -> str:
             "the tokenizer has no chat template, so chat-message prompts cannot be rendered; set "
             "`tokenizer.chat_template`, use an instruct model's tokenizer, or pass prompts as plain strings"
         )
-    return tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+    try:
+        return tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+    except Exception as err:  # jinja's errors (imported lazily by transformers): a template's, named in one line
+        if not type(err).__module__.startswith("jinja2"):
+            raise
+        raise ValueError(f"the tokenizer's chat template {_template_problem(err)}; fix the template "
+                         f"({_template_source(tokenizer)}) or use another model's tokenizer") from None
+
+
+def _template_problem(err: Exception) -> str:
+    kind = type(err).__name__
+    detail = " ".join(str(err).split())[:200]
+    if kind == "SecurityError":
+        return f"was refused by jinja's sandbox ({kind}: {detail}); nothing in it ran"
+    if kind == "TemplateSyntaxError":
+        return f"has a syntax error ({kind}: {detail}, template line {getattr(err, 'lineno', '?')})"
+    return f"failed ({kind}: {detail})"
+
+
+def _template_source(tokenizer: Any) -> str:
+    """Where the template comes from: the model folder's chat_template.jinja or tokenizer_config.json."""
+    folder = getattr(tokenizer, "name_or_path", "") or ""
+    return f"chat_template.jinja or tokenizer_config.json in {folder}" if folder else "tokenizer.chat_template"
 
 
 def prompt_identity(prompt: Prompt) -> str:
