@@ -172,3 +172,40 @@ def test_the_lock_file_is_not_a_run(tmp_path, tiny_llama, tiny_tokenizer):
     (out / ".grposcope.lock").write_text(f"{os.getpid() + 10**6}\n")  # a dead holder's PID
     make_trainer(tmp_path, tiny_llama, tiny_tokenizer).train()
     assert [r["step"] for r in records(out)] == [1, 2]
+
+
+@pytest.mark.parametrize("kind, what", [
+    ("symlink", "a symbolic link"), ("directory", "a folder"), ("fifo", "a FIFO"), ("hardlink", "a hard link"),
+])
+def test_a_lock_path_that_is_not_a_plain_file_is_refused_and_never_written_through(tmp_path, kind, what):
+    """A `.grposcope.lock` planted as a link must not carry the PID into the file it points at (a file outside
+    the run), and a folder or a FIFO there is named with the fix, not `[Errno 21] Is a directory`."""
+    from grposcope.errors import RunError
+    from grposcope.trainer.folder_lock import FolderLock
+
+    out, victim = tmp_path / "run", tmp_path / "elsewhere" / "victim.txt"
+    out.mkdir()
+    victim.parent.mkdir()
+    victim.write_text("precious\n")
+    lock = out / ".grposcope.lock"
+    {"symlink": lambda: lock.symlink_to(victim), "directory": lock.mkdir, "fifo": lambda: os.mkfifo(lock),
+     "hardlink": lambda: os.link(victim, lock)}[kind]()
+    with pytest.raises(RunError) as caught:
+        FolderLock(out).acquire()
+    message = str(caught.value)
+    assert message.startswith(f"{lock} is {what}") and "remove it" in message and "Errno" not in message
+    assert victim.read_text() == "precious\n"
+
+
+def test_the_cli_names_a_linked_lock_file_in_one_line(tmp_path, tiny_model_dir):
+    out = small_run(tmp_path, tiny_model_dir)
+    lock, victim = out / ".grposcope.lock", tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    lock.unlink()
+    lock.symlink_to(victim)
+    line = one_error_line(run("train", "--model_name_or_path", str(tiny_model_dir), "--dataset_name",
+                              "arithmetic:easy", "--dataset_size", "8", "--eval_size", "0", "--num_generations",
+                              "2", "--per_device_train_batch_size", "2", "--max_completion_length", "4",
+                              "--max_steps", "3", "--output_dir", str(out), "--resume"))
+    assert line.startswith(f"error: {lock} is a symbolic link (to {victim})")
+    assert victim.read_text() == "precious\n"

@@ -230,3 +230,48 @@ def test_prompts_cut_to_max_prompt_length_are_counted_and_noted_once(tmp_path, t
     assert len([w for w in caught if "max_prompt_length" in str(w.message)]) == 1  # once a run
     lines = [json.loads(line) for line in (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()]
     assert [line["prompt/truncated_frac"] for line in lines] == [0.5, 0.5]  # 1 of the 2 prompts of each step
+
+
+# --- the embedded model's cache and a checkpoint's listed files ------------------------------------------
+
+
+@pytest.mark.parametrize("blocked", ["root", "models"])
+def test_a_grposcope_cache_that_is_a_file_names_the_variable_and_the_fix(tmp_path, monkeypatch, blocked):
+    from grposcope.models import embedded
+
+    monkeypatch.setattr(embedded, "find_embedded_gguf", lambda name: pytest.fail("looked for the model first"))
+    cache = tmp_path / "cache"
+    if blocked == "root":
+        cache.write_text("")
+        file = cache
+    else:
+        cache.mkdir()
+        file = cache / "models"
+        file.write_text("")
+    monkeypatch.setenv("GRPOSCOPE_CACHE", str(cache))
+    with pytest.raises(ValueError) as caught:
+        embedded.ensure_embedded_checkpoint("smollm2-135m-instruct")
+    assert str(caught.value).startswith(f"GRPOSCOPE_CACHE={cache} cannot hold grposcope's cache: {file} is a "
+                                        "file, not a folder;")
+    assert "Errno" not in str(caught.value)
+
+
+def test_a_checkpoint_whose_listed_file_goes_while_it_is_checked_is_skipped_as_damaged(tmp_path, tiny_model_dir,
+                                                                                      monkeypatch):
+    """A listed file removed between the existence check and its checksum (another process rotating or
+    cleaning the folder) makes the checkpoint damaged, exactly like a checksum that does not match: skipped,
+    never `[Errno 2] No such file or directory`."""
+    from grposcope import manifest
+    from grposcope.trainer.run_folder import latest_checkpoint
+
+    out = small_run(tmp_path, tiny_model_dir)
+    real_sha256 = manifest.sha256
+
+    def gone_in_between(path):
+        if path.parent.name == "checkpoint-2" and path.name == "optimizer.pt":
+            path.unlink()  # as if removed just after is_file() said it was there
+        return real_sha256(path)
+
+    monkeypatch.setattr(manifest, "sha256", gone_in_between)
+    with pytest.warns(RuntimeWarning, match=r"skipping .*checkpoint-2: optimizer.pt is missing"):
+        assert latest_checkpoint(out) == out / "checkpoint-1"

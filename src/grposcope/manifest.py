@@ -45,13 +45,25 @@ def problem(folder: Path, files: dict[str, dict[str, Any]]) -> str | None:
     """None when every file of `files` (a manifest's "files") is in `folder` with its size and checksum;
     otherwise what is wrong with the first one that is not."""
     for name, expected in files.items():
-        path = folder / name
-        if not path.is_file():
-            return f"{name} is missing"
-        if path.stat().st_size != expected["size"]:
-            return f"{name} has {path.stat().st_size} bytes, {expected['size']} were written (truncated?)"
-        if sha256(path) != expected["sha256"]:
-            return f"{name} does not match its checksum (corrupted)"
+        try:
+            found = _file_problem(folder / name, name, expected)
+        except FileNotFoundError:  # removed after the check found it (another process cleaning the folder)
+            found = f"{name} is missing"
+        except OSError as err:
+            found = f"{name} cannot be read ({err.strerror or err})"
+        if found is not None:
+            return found
+    return None
+
+
+def _file_problem(path: Path, name: str, expected: dict[str, Any]) -> str | None:
+    if not path.is_file():
+        return f"{name} is missing"
+    size = path.stat().st_size
+    if size != expected["size"]:
+        return f"{name} has {size} bytes, {expected['size']} were written (truncated?)"
+    if sha256(path) != expected["sha256"]:
+        return f"{name} does not match its checksum (corrupted)"
     return None
 
 

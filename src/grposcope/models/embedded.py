@@ -100,6 +100,7 @@ def ensure_embedded_checkpoint(name: str) -> Path:
     if marker is not None:
         _check_cache(target, marker["files"])
         return target
+    _check_cache_folder(target.parent)
     gguf = find_embedded_gguf(name)
     target.parent.mkdir(parents=True, exist_ok=True)
     _remove_dead_partials(target)
@@ -115,6 +116,24 @@ def ensure_embedded_checkpoint(name: str) -> Path:
     finally:
         shutil.rmtree(partial, ignore_errors=True)
     return target
+
+
+def _check_cache_folder(models: Path) -> None:
+    """Raises CacheFolderError when a file stands where the cache's folders belong (`GRPOSCOPE_CACHE` naming
+    a file, or a file named `models` in it): mkdir would fail with a bare `[Errno 20] Not a directory`."""
+    blocker = next((p for p in (models, *models.parents) if p.exists() or p.is_symlink()), None)
+    if blocker is None or blocker.is_dir():
+        return
+    value = os.environ.get("GRPOSCOPE_CACHE")
+    where = f"GRPOSCOPE_CACHE={value}" if value else f"the default cache folder {cache_root()}"
+    fix = ("set GRPOSCOPE_CACHE to a folder (it is created if missing), or unset it to use ~/.cache/grposcope"
+           if value else "move that file away, or set GRPOSCOPE_CACHE to a folder")
+    what = "a file, not a folder" if blocker.is_file() else "not a folder"
+    raise CacheFolderError(f"{where} cannot hold grposcope's cache: {blocker} is {what}; {fix}")
+
+
+class CacheFolderError(UserError, ValueError):
+    """A file where the embedded model's cache folder belongs."""
 
 
 class DamagedCacheError(UserError, ValueError):

@@ -9,11 +9,17 @@ stale lock for the next one to trip over. The holder writes its PID into the fil
 Only training takes it. `grposcope eval` of a checkpoint reads a finished folder and may run while the run
 goes on. The file is never deleted: removing it while another process waits to open it would let two runs
 lock two different files of the same name.
+
+The lock file is only ever a plain file of grposcope's: a symbolic link, a hard link, a folder or a FIFO planted
+at its name is refused with the fix, never opened for writing, so the PID cannot land in a file outside the run
+(O_NOFOLLOW, then fstat of what was opened, since the name may change between a check and the open).
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from pathlib import Path
 
 from ..errors import RunError
@@ -43,7 +49,7 @@ class FolderLock:
             return
         self.output_dir.mkdir(parents=True, exist_ok=True)
         path = self.output_dir / LOCK_FILE
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _open_plain_file(path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -69,6 +75,45 @@ class FolderLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+# O_NONBLOCK: opening a FIFO never waits for a writer; O_NOFOLLOW: a link at the name fails with ELOOP.
+_OPEN_FLAGS = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+
+
+def _open_plain_file(path: Path) -> int:
+    """A descriptor of `path`, created if absent, that is a plain file with no other name; RunError naming
+    what is there instead."""
+    try:
+        fd = os.open(path, _OPEN_FLAGS, 0o644)
+    except OSError as err:
+        if err.errno not in (errno.ELOOP, errno.EISDIR, errno.ENXIO, errno.EMLINK):
+            raise
+        raise _not_a_lock_file(path, os.lstat(path)) from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+        os.close(fd)
+        raise _not_a_lock_file(path, info)
+    return fd
+
+
+def _not_a_lock_file(path: Path, info: os.stat_result) -> RunError:
+    if stat.S_ISLNK(info.st_mode):
+        what = f"a symbolic link (to {os.readlink(path)})"
+    elif stat.S_ISDIR(info.st_mode):
+        what = "a folder"
+    elif stat.S_ISREG(info.st_mode):
+        what = f"a hard link (one of {info.st_nlink} names of one file)"
+    else:
+        what = "a FIFO" if stat.S_ISFIFO(info.st_mode) else "a socket or a device file"
+    link = stat.S_ISLNK(info.st_mode) or stat.S_ISREG(info.st_mode)
+    never = "; grposcope never writes through a link, since that writes into the file it points at" if link else ""
+    remove = (f"rm -r {path}, after moving away anything in it you keep" if stat.S_ISDIR(info.st_mode)
+              else f"rm {path}")
+    return RunError(
+        f"{path} is {what}, not grposcope's lock file (a plain file holding the PID of the run training into "
+        f"{path.parent}){never}; remove it ({remove}) and run again"
+    )
 
 
 def _read_pid(fd: int) -> int | None:
