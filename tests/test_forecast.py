@@ -397,6 +397,27 @@ def test_probe_core_with_an_in_memory_model(tiny_llama, tiny_tokenizer):
     assert first == again and first[0][0]["successes"] != other[0][0]["successes"]
 
 
+@pytest.mark.parametrize("args, option", [
+    (["--mc_groups", str(10**12)], "--mc_groups"),  # printed nothing for 300 s (issue 40, point 4)
+    (["--group_sizes", str(10**9), "--budget", str(10**9)], "--group_sizes"),  # a 4 GB allocation's traceback
+    (["--budget", str(10**12)], "--budget"),
+], ids=["mc_groups", "group_sizes", "budget"])
+def test_cli_forecast_refuses_work_beyond_its_bounds_in_one_line(tmp_path, args, option):
+    from grposcope.cli.forecast import WORK_BOUNDS
+
+    probe = write_probe(tmp_path / "probe.jsonl", [(4, 2), (4, 0)])
+    result = CliRunner().invoke(app, ["forecast", str(probe), *args])
+    assert result.exit_code == 1, result.output
+    line = result.output.strip()
+    assert line.startswith("error:") and "\n" not in line, line
+    high, example = WORK_BOUNDS[option]
+    assert option in line and f"{high:,}" in line and f"e.g. {option} {example}" in line
+    at_bound = {"--mc_groups": ["--mc_groups", "10", "--samplers", "fixed"],
+                "--group_sizes": ["--group_sizes", str(high), "--budget", str(high), "--samplers", "fixed"],
+                "--budget": ["--budget", str(high), "--samplers", "fixed"]}[option]
+    assert CliRunner().invoke(app, ["forecast", str(probe), *at_bound]).exit_code == 0
+
+
 def test_cli_probe_out_naming_a_users_own_file_advises_another_out(tmp_path, leveled_file, monkeypatch):
     # the user's notes are not a probe file: the advice is to choose another --out, not to edit their file
     import grposcope.models

@@ -211,3 +211,70 @@ def test_plot_without_matplotlib_says_how_to_install_it(tmp_path, monkeypatch):
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 1 and "pip install matplotlib" in result.output
     assert not (tmp_path / "s.json").exists()  # it failed before running anything
+
+
+def test_a_run_of_work_beyond_the_bound_is_refused_in_one_line_naming_the_option(tmp_path):
+    # --steps 10**12 ran for ever (issue 40, point 4); MAX_STEPS is the bound, named with an example
+    from grposcope.sim.config import MAX_STEPS
+
+    args = ["simulate", "--steps", str(10**12), "--output", str(tmp_path / "s.json")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1, result.output
+    line = result.output.replace("\n", "")
+    assert "error:" in line and "--steps" in line and f"{MAX_STEPS:,}" in line and "e.g. --steps 2000" in line
+    assert not (tmp_path / "s.json").exists()
+    with pytest.raises(ValueError, match="steps"):
+        SimConfig(steps=MAX_STEPS + 1)
+    assert SimConfig(steps=MAX_STEPS).steps == MAX_STEPS  # the bound itself is allowed
+
+
+def _alarm_lines(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "grposcope alarm" in r.getMessage()]
+
+
+def test_an_alarm_that_flickers_is_printed_when_it_fires_and_when_it_clears(caplog):
+    # no_signal fires after 5 steps without signal and goes off at the next step with one: a run near 100%
+    # accuracy flipped it every few steps and printed 2,971 lines (issue 40, point 4). Now: one line when it
+    # fires, none while it flickers, one when it has stayed off for quiet_steps steps (here 50, the longest
+    # window), and one when it fires again after that.
+    from grposcope.core.alarms import AlarmRules, Alarms
+
+    alarms = Alarms(AlarmRules(no_signal_steps=5))
+    pattern = ([True] * 5 + [False]) * 20 + [False] * 60 + [True] * 5  # 120 flickering, 60 quiet, fires again
+    with caplog.at_level("WARNING", logger="grposcope"):
+        states = [alarms.update(step, None, no_signal=n)["no_signal"] for step, n in enumerate(pattern, 1)]
+    assert sum(a and not b for a, b in zip(states[1:], states)) == 21  # the state itself still flickers
+    lines = _alarm_lines(caplog)
+    assert len(lines) == 3, lines
+    assert lines[0].startswith("grposcope alarm at step 5: no_signal.")
+    # last on at step 119 (the 20th block's 5th step); off from 120; quiet for 50 steps at step 169
+    assert lines[1].startswith("grposcope alarm cleared at step 169: no_signal, off since step 120")
+    assert "on at 20 of the 115 steps from step 5 to 119" in lines[1]  # the 5th step of each block
+    assert lines[2].startswith("grposcope alarm at step 185: no_signal.")
+
+
+def test_alarm_announcements_survive_a_resume(caplog):
+    from grposcope.core.alarms import AlarmRules, Alarms
+
+    first = Alarms(AlarmRules(no_signal_steps=2))
+    for step, n in enumerate([True, True, False], 1):
+        first.update(step, None, no_signal=n)
+    resumed = Alarms(AlarmRules(no_signal_steps=2))
+    resumed.load_state_dict(first.state_dict())
+    caplog.clear()  # the first run's line
+    with caplog.at_level("WARNING", logger="grposcope"):
+        resumed.update(4, None, no_signal=True)
+        resumed.update(5, None, no_signal=True)  # on again, still announced: no new line
+    assert _alarm_lines(caplog) == []
+
+
+def test_simulate_prints_a_flickering_alarm_once(caplog):
+    # a small run that reaches ~100% accuracy, so that no_signal turns on and off every few steps
+    config = SimConfig(prompts=64, batch_size=8, num_generations=4, lr=0.5, steps=450, seed=0)
+    with caplog.at_level("WARNING", logger="grposcope"):
+        result = simulate(config)
+    onsets = sum(1 for a, b in zip(result.history["alarm/no_signal"][1:], result.history["alarm/no_signal"])
+                 if a and not b)
+    assert onsets > 10  # it flickers (before the change: one line each)
+    lines = [line for line in _alarm_lines(caplog) if "no_signal" in line]
+    assert 1 <= len(lines) <= 3, lines

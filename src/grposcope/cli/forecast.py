@@ -20,6 +20,13 @@ from ..terminal import markup_safe
 from .app import _console_logging, app, fail, wide_console
 from .probe import PROBE_ERRORS, read_probe
 
+# The options that set the amount of work: option -> (the most it may be, a usual value). The Monte Carlo
+# runs draw about mc_groups x G samples per G and sampler, at max(budget // G, 64) x G samples a step, so
+# beyond these a forecast takes hours or more memory than a machine has (--group_sizes 10**9 --budget 10**9
+# asked for 4 GB at once; --mc_groups 10**12 ran for ever). Measured on 2 busy cores, two probed prompts:
+# the defaults 7 s, --mc_groups 10000 39 s, --budget 8192 23 s, --budget 65536 over 100 s.
+WORK_BOUNDS = {"--group_sizes": (1024, "2,4,8,16,32"), "--budget": (8192, 64), "--mc_groups": (10_000, 1000)}
+
 
 @app.command("forecast")
 def forecast_command(
@@ -94,6 +101,13 @@ def _forecast_input(o: dict[str, Any]) -> tuple[str, list[tuple[int, int]], list
     for name, low in (("budget", 1), ("mc_groups", 1), ("steps", 1)):
         if o[name] < low:
             raise ValueError(f"--{name} must be >= {low}, got {o[name]}")
+    for flag, value in (("--group_sizes", max(o["sizes"])), ("--budget", o["budget"]),
+                        ("--mc_groups", o["mc_groups"])):
+        high, example = WORK_BOUNDS[flag]
+        if value > high:
+            raise ValueError(f"{flag} must be at most {high:,} (the Monte Carlo runs draw about mc_groups x G "
+                             f"samples per G and sampler; more takes many minutes), got {value:,}; "
+                             f"e.g. {flag} {example}")
     if not 0 <= o["target_acr"] <= 1:
         raise ValueError(f"--target_acr is an ACR, in [0, 1]; got {o['target_acr']}")
     if not 0 <= o["seed"] <= MAX_SEED:

@@ -32,7 +32,7 @@ def simulate_command(
     prompts: int = typer.Option(_SIM["prompts"], "--prompts", help="Training prompts N."),
     num_generations: int = typer.Option(_SIM["num_generations"], "--num_generations",
                                         help="Samples per group G."),
-    steps: int = typer.Option(_SIM["steps"], "--steps", help="Training steps."),
+    steps: int = typer.Option(_SIM["steps"], "--steps", help="Training steps (at most 100,000)."),
     batch_size: int = typer.Option(_SIM["batch_size"], "--batch_size", help="Prompts handed to the sampler "
                                    "per step (B)."),
     lr: float = typer.Option(_SIM["lr"], "--lr", help="Step size of the REINFORCE update of w."),

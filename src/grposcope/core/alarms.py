@@ -40,12 +40,23 @@ class AlarmRules:
     entropy_steps: int = 50
     kl_bound: float = 0.5
     no_signal_steps: int = 5
+    # steps an announced alarm must stay off before its "cleared" line (None: the longest of the windows
+    # above). An alarm's state may flicker (no_signal goes off at the first step with signal and on again 5
+    # steps later); the log says once that it fired and once that it cleared, not at every onset
+    quiet_steps: int | None = None
+
+    @property
+    def quiet(self) -> int:
+        if self.quiet_steps is not None:
+            return self.quiet_steps
+        return max(self.stagnation_steps, self.entropy_steps, self.no_signal_steps)
 
 
 class Alarms:
     """The alarms' streaks and states across a run's steps. `update` returns {name: on} for the step; a signal
     passed as None was not measured that step and leaves its alarm as it was. `fired` lists (step, name) at
-    every onset."""
+    every onset. With `warn`, the log gets one line when an alarm fires and one when it has stayed off for
+    `rules.quiet` steps (`_announce`), however often its state flickers in between."""
 
     def __init__(self, rules: AlarmRules = AlarmRules(), warn: bool = True) -> None:
         self.rules = rules
@@ -54,6 +65,8 @@ class Alarms:
         self.active = {name: False for name in NAMES}
         self.entropy_was_above = False  # the entropy has been at or above the floor (so it can fall)
         self.fired: list[tuple[int, str]] = []
+        # what the log has said: name -> [step it fired, last step on, steps on since] while announced
+        self.announced: dict[str, list[int]] = {}
 
     def _streak(self, name: str, holds: bool) -> int:
         self.streaks[name] = self.streaks[name] + 1 if holds else 0
@@ -77,14 +90,33 @@ class Alarms:
         for name, on in now.items():
             if on and not self.active[name]:
                 self.fired.append((step, name))
-                if self.warn:
-                    logger.warning("grposcope alarm at step %d: %s. %s", step, name, ADVICE[name])
             self.active[name] = on
+            self._announce(step, name, on)
         return now
+
+    def _announce(self, step: int, name: str, on: bool) -> None:
+        """One line when the alarm fires, none while it stays on or flickers, one once it has been off for
+        `rules.quiet` steps in a row (a run near 100% accuracy flipped no_signal every few steps: thousands of
+        identical lines)."""
+        seen = self.announced.get(name)
+        if on and seen is None:
+            self.announced[name] = [step, step, 1]
+            if self.warn:
+                logger.warning("grposcope alarm at step %d: %s. %s", step, name, ADVICE[name])
+        elif on:
+            seen[1], seen[2] = step, seen[2] + 1
+        elif seen is not None and step - seen[1] >= self.rules.quiet:
+            del self.announced[name]
+            if self.warn:
+                first, last, count = seen
+                logger.warning("grposcope alarm cleared at step %d: %s, off since step %d (it was on at %d of "
+                               "the %d steps from step %d to %d)", step, name, last + 1, count,
+                               last - first + 1, first, last)
 
     def state_dict(self) -> dict[str, Any]:
         return {"streaks": dict(self.streaks), "active": dict(self.active), "fired": [list(f) for f in self.fired],
-                "entropy_was_above": self.entropy_was_above}
+                "entropy_was_above": self.entropy_was_above,
+                "announced": {name: list(seen) for name, seen in self.announced.items()}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         for name, length in state["streaks"].items():
@@ -92,6 +124,13 @@ class Alarms:
         self.active.update({name: bool(on) for name, on in state["active"].items()})  # older: no no_signal
         self.fired = [(int(step), str(name)) for step, name in state["fired"]]
         self.entropy_was_above = bool(state.get("entropy_was_above", True))  # older checkpoints: as before
+        # older checkpoints: an alarm on at the save counts as announced (its line was printed before it)
+        old = {name: [step, step, 1] for name, step in self._onsets().items() if self.active.get(name)}
+        self.announced = {name: [int(v) for v in seen] for name, seen in state.get("announced", old).items()}
+
+    def _onsets(self) -> dict[str, int]:
+        """Each alarm's latest onset step."""
+        return {name: step for step, name in self.fired}
 
 
 def _value(v: float | None) -> float | None:

@@ -12,6 +12,11 @@ from typing import Any
 from ..errors import InputTypeError
 from ..eval_settings import MAX_SEED
 
+# The most steps one run may take. A default step takes 3-5 ms on one core, so 100,000 steps are minutes;
+# 10**12 ran for ever (and its no-signal alarm flooded the terminal). The memory a run needs is checked on its
+# own (sim/memory.py), so this is the only bound on the work that memory does not catch.
+MAX_STEPS = 100_000
+
 
 @dataclass
 class SimConfig:
@@ -56,6 +61,9 @@ class SimConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        if self.steps > MAX_STEPS:
+            raise ValueError(f"steps (--steps) must be at most {MAX_STEPS:,} (a default step takes a few ms; "
+                             f"more steps take hours), got {self.steps:,}; e.g. --steps 2000")
         if not isinstance(self.num_generations, int) or self.num_generations < 2:
             raise ValueError(f"num_generations must be an int >= 2 (a group needs two samples to compare), "
                              f"got {self.num_generations!r}")
