@@ -5,7 +5,10 @@ numbers, and out-of-range alarm bounds."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -112,3 +115,98 @@ def test_alarm_bounds_out_of_range_are_refused_before_anything_is_written(tmp_pa
     assert f"error: {option} must be a finite number >= 0 (nats; the runs' {option[2:]}, 0.5 by default), got" \
         in result.output
     assert not out.exists()
+
+
+# ------------------------------------------------------------- run names as text, logs that are no files, bad bytes
+
+
+def test_report_md_shows_html_and_line_breaks_in_run_names_as_text(tmp_path):
+    html_name, broken_name = "<img src=x onerror=alert(1)><svg onload=alert(2)>", "a\nb|c"
+    for name in (html_name, broken_name):
+        shutil.copytree(FIXTURES / "quickstart", tmp_path / name)
+    out = tmp_path / "r"
+    result = CliRunner().invoke(app, ["report", str(tmp_path / html_name), str(tmp_path / broken_name),
+                                      "--out", str(out)])
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    markdown = (out / "report.md").read_text()
+    assert "<img" not in markdown and "<svg" not in markdown
+    assert "| &lt;img src=x onerror=alert(1)&gt;&lt;svg onload=alert(2)&gt; | grposcope | 20 |" in markdown
+    rows = [line for line in markdown.splitlines() if line.startswith("| ") and "| grposcope |" in line]
+    assert len(rows) == 2 and "| a\\nb\\|c | grposcope | 20 |" in rows[1], rows
+    # the terminal: one line per run, the line break shown as \n
+    assert "a\\nb|c: read a grposcope run" in result.output, result.output
+
+
+def _verl_dump(folder: Path) -> Path:
+    """A verl rollout dump of one step: 4 prompts x 4 rollouts, half of them right."""
+    folder.mkdir(parents=True)
+    lines = [json.dumps({"input": f"q{p}", "output": "a", "gts": "1", "score": float((p + k) % 2), "step": 1})
+             for p in range(4) for k in range(4)]
+    (folder / "1.jsonl").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    """grposcope in a process of its own, killed after 60 s: a reader that opens a FIFO waits for ever."""
+    return subprocess.run([sys.executable, "-m", "grposcope.cli", *args], capture_output=True, text=True,
+                          timeout=60)
+
+
+def _not_a_file(folder: Path, name: str, kind: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    where = folder / name
+    if kind == "FIFO":
+        os.mkfifo(where)
+    elif kind == "directory":
+        where.mkdir()
+    else:  # a symbolic link loop
+        os.symlink(where.name, where)
+    return where
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+@pytest.mark.parametrize("command", ["report", "forecast"])
+def test_a_fifo_in_a_verl_dump_is_named_never_opened(tmp_path, command):
+    dump = _verl_dump(tmp_path / "dump")
+    os.mkfifo(dump / "2.jsonl")
+    args = ["report", str(dump), "--out", str(tmp_path / "r")] if command == "report" else \
+        ["forecast", "--from_run", str(dump)]
+    result = _cli(*args)
+    assert result.returncode != 0
+    assert f"{dump / '2.jsonl'} is a FIFO, not a file" in result.stderr, result.stderr
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+@pytest.mark.parametrize("name", ["metrics.jsonl", "trainer_state.json"])
+@pytest.mark.parametrize("kind", ["FIFO", "directory", "symbolic link loop"])
+def test_a_run_log_that_is_no_file_is_named_with_its_kind(tmp_path, name, kind):
+    where = _not_a_file(tmp_path / "run", name, kind)
+    result = _cli("report", str(tmp_path / "run"), "--out", str(tmp_path / "r"))
+    assert result.returncode != 0
+    assert f"{where} is a {kind}, not a file" in result.stderr, result.stderr
+    assert "is not a run" not in result.stderr
+
+
+def test_bytes_that_are_not_utf8_in_metrics_are_named_with_file_line_and_fix(tmp_path):
+    shutil.copytree(FIXTURES / "quickstart", tmp_path / "run")
+    path = tmp_path / "run" / "metrics.jsonl"
+    lines = path.read_bytes().split(b"\n")
+    lines[3] = lines[3][:20] + b"\xff" + lines[3][20:]
+    path.write_bytes(b"\n".join(lines))
+    result = CliRunner().invoke(app, ["report", str(tmp_path / "run"), "--out", str(tmp_path / "r")])
+    assert result.exit_code != 0
+    assert f"{path}: line 4, column 21: not UTF-8 text (byte 0xff); save the file as UTF-8" in result.output, \
+        result.output
+
+
+def test_bytes_that_are_not_utf8_in_completions_are_named_for_forecast(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    rows = [json.dumps({"step": 1, "prompt": f"q{p}", "completion": "a", "reward": float((p + k) % 2)})
+            for p in range(4) for k in range(4)]
+    rows[5] = rows[5].replace('"a"', '"\xff"')
+    (run / "completions.jsonl").write_bytes("\n".join(rows).encode("latin-1") + b"\n")
+    result = CliRunner().invoke(app, ["forecast", "--from_run", str(run)])
+    assert result.exit_code != 0
+    assert f"{run / 'completions.jsonl'}: line 6, column" in result.output, result.output
+    assert "not UTF-8 text (byte 0xff); save the file as UTF-8" in result.output, result.output

@@ -121,9 +121,11 @@ def expand_runs(paths: list[Path]) -> list[Path]:
 
 
 def run_names(paths: list[Path]) -> list[str]:
-    """Each run's folder name; runs whose folder names clash get their parent's name in front."""
+    """Each run's folder name; runs whose folder names clash get their parent's name in front. A line break in
+    a folder's name is shown as `\\n` (`\\r`): a run is one table row and one terminal line."""
     base = [p.parent.name if p.is_file() else p.name for p in paths]
-    return [f"{p.resolve().parent.name}/{name}" if base.count(name) > 1 else name for p, name in zip(paths, base)]
+    names = [f"{p.resolve().parent.name}/{name}" if base.count(name) > 1 else name for p, name in zip(paths, base)]
+    return [name.replace("\r", "\\r").replace("\n", "\\n") for name in names]
 
 
 def check_out(out: Path, overwrite: bool) -> None:

@@ -123,7 +123,12 @@ def is_verl_logger_record(record: Any) -> bool:
 
 
 def is_verl_logger(path: Path) -> bool:
-    """Whether `path`'s first line is a verl file logger record."""
+    """Whether `path`'s first line is a verl file logger record; False, unopened, for what is no regular file
+    (a FIFO would wait for a writer for ever)."""
+    from .file_kinds import not_a_file
+
+    if not_a_file(path) is not None:
+        return False
     try:
         with path.open("rb") as handle:
             first = handle.readline()

@@ -196,7 +196,11 @@ def is_wandb(path: Path) -> bool:
 
 
 def wandb_payloads(path: Path, problems: list[str]) -> Iterator[bytes]:
-    """The records of a .wandb file, streamed a block at a time."""
+    """The records of a .wandb file, streamed a block at a time (a FIFO or a folder by its name raises
+    ValueError naming it, unopened)."""
+    from .file_kinds import check_file
+
+    check_file(path)
     with path.open("rb") as handle:
         head = handle.read(7)
         if len(head) < 7 or head[:4] != HEADER:

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..diagnose.render import _md as md_text  # one escape for report.md, the diagnoses' and the table's
 from ..logging.console import format_eta
 from .figures import RunFigures, run_figures
 from .regression import Fit, fit_line
@@ -136,14 +137,15 @@ def write_markdown(report: Report, path: Path) -> None:
 
         lines += [markdown(report.diagnoses), ""]
     lines += ["| " + " | ".join(COLUMNS) + " |", "|" + "|".join("---" for _ in COLUMNS) + "|"]
-    lines += ["| " + " | ".join(cell.replace("|", "/") for cell in row) + " |" for row in table_rows(report)]
+    # a run's name is a folder's name, any text: escaped so that a renderer shows it (no live HTML, no split row)
+    lines += ["| " + " | ".join(map(md_text, row)) + " |" for row in table_rows(report)]
     if report.fit is not None:
         lines += ["", "## Regression", "", fit_sentence(report.fit) + ".", "", "![regression](regression.png)"]
     lines += ["", "Every step's figures: [steps.csv](steps.csv).", "", "## Plots", ""]
-    lines += [f"![{caption}]({name})\n" for name, caption in report.plots]
+    lines += [f"![{md_text(caption)}]({name})\n" for name, caption in report.plots]
     notes = _notes(report)
     if notes:
-        lines += ["## Notes", ""] + [f"- {note}" for note in notes]
+        lines += ["## Notes", ""] + [f"- {md_text(note)}" for note in notes]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 

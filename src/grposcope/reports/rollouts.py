@@ -109,14 +109,24 @@ def trl_files(folder: Path) -> list[tuple[int, Path]]:
     inner = folder / TRL_FOLDER
     if not inner.is_dir():
         return []
-    return sorted((int(m.group(1)), p) for p in inner.iterdir() if (m := TRL_FILE.fullmatch(p.name)))
+    return _checked(sorted((int(m.group(1)), p) for p in inner.iterdir() if (m := TRL_FILE.fullmatch(p.name))))
 
 
 def verl_files(folder: Path) -> list[tuple[int, Path]]:
     """(step, path) of verl's rollout dump files `{step}.jsonl` in `folder`, by step."""
     if not folder.is_dir():
         return []
-    return sorted((int(m.group(1)), p) for p in folder.iterdir() if (m := VERL_FILE.fullmatch(p.name)))
+    return _checked(sorted((int(m.group(1)), p) for p in folder.iterdir() if (m := VERL_FILE.fullmatch(p.name))))
+
+
+def _checked(files: list[tuple[int, Path]]) -> list[tuple[int, Path]]:
+    """`files`, each a regular file: a FIFO, a socket or a folder under a rollout file's name raises ValueError
+    naming it (reading a FIFO waits for ever)."""
+    from .file_kinds import check_file
+
+    for _, path in files:
+        check_file(path)
+    return files
 
 
 # --------------------------------------------------------------------------- verl
@@ -162,7 +172,10 @@ NOT_JSON = object()  # json_lines: a whole line that is not JSON
 def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
     """(line number, the parsed line) of each non-blank line of a JSON-lines file, a line at a time; a line
     that is not JSON gives NOT_JSON, or CUT when it is the last one and has no newline (its writer still at
-    work, or killed)."""
+    work, or killed). A FIFO, a socket or a folder at `path` raises ValueError naming it, unopened."""
+    from .file_kinds import check_file
+
+    check_file(path)
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
             if not raw.strip():

@@ -14,10 +14,12 @@ from typing import Any
 def counts_from_run(run: Path, steps: int, threshold: float | None) -> tuple[str, list, list[str], dict | None]:
     """(source, counts, notes, measured) of a run's folder: a grposcope run's completions.jsonl, else a stock
     TRL or verl run's rollout files."""
+    from .file_kinds import check_file
     from .runs import run_kind
 
     if not run.is_dir():
         raise FileNotFoundError(f"--from_run {run} is not a folder; give a run's output_dir")
+    check_file(run / "completions.jsonl")  # a FIFO there would be "no completions.jsonl", the wrong cause
     kind = run_kind(run)
     if kind in ("trl", "verl") and not (run / "completions.jsonl").is_file():
         return _from_stock_run(run, kind, steps, threshold)
@@ -32,9 +34,10 @@ def _from_grposcope_run(run: Path, steps: int, threshold: float) -> tuple[str, l
     """(k, successes) per (step, prompt) group of the run's first logged steps, with what to keep in mind."""
     from ..logging.completions import read_completions
     from ..logging.jsonl import read_metrics
+    from .file_kinds import read_utf8_log
 
     path = run / "completions.jsonl"
-    groups = history_groups(read_completions(path), steps, threshold)
+    groups = history_groups(read_utf8_log(read_completions, path), steps, threshold)
     if not groups:
         raise ValueError(f"{path} holds no completions")
     g = statistics.mode(r["k"] for r in groups)  # the run's group size: most groups are whole
@@ -48,7 +51,7 @@ def _from_grposcope_run(run: Path, steps: int, threshold: float) -> tuple[str, l
              f"only for G <= {g}"]
     measured = None
     if (run / "metrics.jsonl").is_file():
-        rows = [r for r in read_metrics(run / "metrics.jsonl") if r["step"] in set(logged)]
+        rows = [r for r in read_utf8_log(read_metrics, run / "metrics.jsonl") if r["step"] in set(logged)]
         acr = [r["collapse/acr"] for r in rows if math.isfinite(r.get("collapse/acr", math.nan))]
         if any(r.get("sampler/prompts_dropped", 0) or r.get("sampler/rounds_mean", 1) != 1 for r in rows):
             notes.append("this run's sampler dropped, re-drew or balanced groups: completions.jsonl shows the "

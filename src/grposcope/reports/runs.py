@@ -42,9 +42,15 @@ def run_kind(path: Path) -> str | None:
     {step}.jsonl files), "verl-logger" (a verl file-logger .jsonl, or a folder holding one), "wandb" (an offline
     run), "tensorboard" (event files), "table" (a JSONL or CSV of step metrics), or None."""
     from .engine_runs import is_verl_logger
+    from .file_kinds import check_file
     from .logs import kind_of
     from .rollouts import trl_files, verl_files
 
+    if not path.is_dir():  # a FIFO, a socket or a link loop given itself: named, never opened
+        check_file(path)
+    else:  # the same where grposcope's or TRL's log belongs (else: "holds none of", the wrong cause)
+        check_file(path / "metrics.jsonl")
+        check_file(path / "trainer_state.json")
     if path.is_file():
         if path.name in ("metrics.jsonl", "trainer_state.json"):
             return "grposcope" if path.name == "metrics.jsonl" else "trl"
@@ -110,7 +116,9 @@ def load_run(path: str | Path, name: str | None = None, options: ReadOptions = R
 
 
 def _grposcope_run(metrics_path: Path, name: str) -> Run:
-    records = read_metrics(metrics_path)
+    from .file_kinds import read_utf8_log
+
+    records = read_utf8_log(read_metrics, metrics_path)
     if not records:
         raise ValueError(f"{metrics_path} has no steps yet; report a run after its first logged step")
     for i, record in enumerate(records):

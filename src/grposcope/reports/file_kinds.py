@@ -1,0 +1,52 @@
+"""What stands where a run's log file belongs, checked before it is opened: opening a FIFO waits for a writer for
+ever, a folder or a symbolic link loop fails with an errno that names neither. Each is named in one line with its
+kind; and a log that is not UTF-8 is named by its file, line and column (files.read_utf8's error)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+from typing import Callable, TypeVar
+
+from ..files import read_utf8
+
+T = TypeVar("T")
+KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+         (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+FIX = "a run's logs are regular files; put the file the run wrote there, or move this out of the folder"
+
+
+def not_a_file(path: Path) -> str | None:
+    """Why `path` cannot be read as a log file, in one line; None for a regular file (or a link to one) and for
+    nothing at all (the callers say what is missing). Nothing is opened: the kind comes from stat."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return f"{path} is a symbolic link to nothing, not a file: {FIX}" if os.path.islink(path) else None
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            return f"{path} is a symbolic link loop, not a file: {FIX}"
+        return f"{path} cannot be looked at ({err.strerror}): {FIX}"
+    if stat.S_ISREG(mode):
+        return None
+    kind = next((name for test, name in KINDS if test(mode)), "not a regular file")
+    return f"{path} is {kind}, not a file: {FIX}"
+
+
+def check_file(path: Path) -> None:
+    """Raises ValueError naming what `path` is when it is there but is no regular file (see `not_a_file`)."""
+    problem = not_a_file(path)
+    if problem is not None:
+        raise ValueError(problem)
+
+
+def read_utf8_log(read: Callable[[Path], T], path: Path) -> T:
+    """`read(path)`; a file that is not UTF-8 named by its line and column, with the fix, instead of the codec's
+    byte offset."""
+    try:
+        return read(path)
+    except UnicodeDecodeError:
+        read_utf8(path)  # raises the ValueError that names the file, the line and the fix
+        raise
