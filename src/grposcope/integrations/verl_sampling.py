@@ -276,7 +276,27 @@ def prompt_pools(selection: Selection) -> torch.Tensor:
     return torch.stack([pool.mean, pool.square, pool.count], dim=1)
 
 
-class SampledRollouts:
+class SamplerState:
+    """The sampler's and the collapse monitor's state under SAMPLER_STATE, for both trainers' sampling sides
+    (`name`, `sampler`, `monitor`)."""
+
+    name: str
+    sampler: Sampler
+    monitor: CollapseMonitor
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"sampler": self.name, "state": self.sampler.state_dict(), "monitor": self.monitor.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state.get("sampler") != self.name:
+            logger.warning("grposcope: the checkpoint holds the state of sampler %r, this run uses %r; it starts "
+                           "from its initial state", state.get("sampler"), self.name)
+            return
+        self.sampler.load_state_dict(state["state"])
+        self.monitor.load_state_dict(state["monitor"])
+
+
+class SampledRollouts(SamplerState):
     """verl's rollout manager with a grposcope sampler deciding each training step's completions (module
     docstring); validation calls and every other attribute go to the wrapped manager."""
 
@@ -352,16 +372,6 @@ class SampledRollouts:
         _pending.clear()
         _pending.update(metrics)
 
-    def state_dict(self) -> dict[str, Any]:
-        return {"sampler": self.name, "state": self.sampler.state_dict(), "monitor": self.monitor.state_dict()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state.get("sampler") != self.name:
-            logger.warning("grposcope: the checkpoint holds the state of sampler %r, this run uses %r; it starts "
-                           "from its initial state", state.get("sampler"), self.name)
-            return
-        self.sampler.load_state_dict(state["state"])
-        self.monitor.load_state_dict(state["monitor"])
 
 
 # ---------------------------------------------------------------------------------------------------------

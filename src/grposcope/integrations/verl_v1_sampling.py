@@ -54,7 +54,7 @@ from ..core.diagnostics import CollapseMonitor, alarm_window
 from ..sampling import Sampler, ScoredDraw, Selection
 from . import verl as _registration  # noqa: F401  first: it checks verl's version (and registers the estimators)
 from .verl_groups import monitored
-from .verl_sampling import SamplerStep, prompt_key, prompt_pools, record
+from .verl_sampling import SamplerState, SamplerStep, prompt_key, prompt_pools, record
 
 # isort: split
 import transfer_queue as tq  # verl's v1 trainer needs it too (verl's "verl-core" extra)
@@ -121,7 +121,7 @@ class Rounds:
         return self.keys[self.sessions[sample]]
 
 
-class SampledReplayBuffer(ReplayBuffer):
+class SampledReplayBuffer(SamplerState, ReplayBuffer):
     """verl's sync replay buffer with a grposcope sampler deciding each training batch (module docstring);
     validation is verl's own."""
 
@@ -227,17 +227,6 @@ class SampledReplayBuffer(ReplayBuffer):
         pools = prompt_pools(selection) if selection.prompts else torch.zeros(0, 3, dtype=torch.float64)  # (B', 3)
         by_uid = {p["uid"]: tuple(row) for p, row in zip(selection.prompts, pools.tolist())}
         return SamplerStep(by_uid, fillers, selection.as_drawn)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"sampler": self.name, "state": self.sampler.state_dict(), "monitor": self.monitor.state_dict()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state.get("sampler") != self.name:
-            logger.warning("grposcope: the checkpoint holds the state of sampler %r, this run uses %r; it starts "
-                           "from its initial state", state.get("sampler"), self.name)
-            return
-        self.sampler.load_state_dict(state["state"])
-        self.monitor.load_state_dict(state["monitor"])
 
 
 __all__ = ["Rounds", "SampledReplayBuffer", "split_key"]
