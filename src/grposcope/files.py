@@ -3,8 +3,11 @@ data), and outputs checked before the work that would write them."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 
 
 def read_utf8(path: str | os.PathLike[str]) -> str:
@@ -45,3 +48,46 @@ def check_writable(path: str | os.PathLike[str], what: str, folder: bool = False
     except OSError as err:
         raise PermissionError(f"{what} {os.fspath(path)} cannot be written: creating a file in {where} fails "
                               f"({err.strerror}); choose another {what}") from None
+
+
+_NO_ROOM = (28, 122)  # errno ENOSPC (a full disk) and EDQUOT (a full quota)
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike[str], what: str = "") -> Iterator[Path]:
+    """Yields a temporary path beside `path` (same suffix, so matplotlib and pandas infer the format) that is
+    renamed over `path` when the block ends: a full disk or a kill mid-write leaves the old file or none,
+    never a 0-byte one a rerun would refuse as existing. A full disk or a refused write raises one line
+    naming `path` (and `what`, the option that named it) and the fix."""
+    target = Path(path)
+    fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=f".tmp{target.suffix}")
+    os.close(fd)
+    tmp = Path(name)
+    label = f"{what} {target}" if what else str(target)
+    try:
+        yield tmp
+        os.replace(tmp, target)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        if err.errno in _NO_ROOM:
+            from .errors import DiskFullError
+
+            raise DiskFullError(f"no space left on the disk of {label} ({err.strerror}) while writing it; "
+                                f"nothing was written there. Free space on that disk, or choose another "
+                                f"{what or 'path'}") from None
+        if isinstance(err, PermissionError):
+            raise PermissionError(f"{label} cannot be written ({err.strerror}); choose another "
+                                  f"{what or 'path'}") from None
+        raise
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomic(path: str | os.PathLike[str], text: str, what: str = "") -> None:
+    """`text` as UTF-8 into `path` through `atomic_output`."""
+    with atomic_output(path, what) as tmp:
+        with open(tmp, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
