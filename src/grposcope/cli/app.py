@@ -4,17 +4,114 @@ and the logging set-up."""
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import warnings
 from pathlib import Path
 from typing import Any
 
 import typer
+from typer.core import TyperGroup
 
 from ..errors import UserError
 from ..terminal import terminal_safe
 
-app = typer.Typer(add_completion=False, no_args_is_help=False, help="Measure and fix advantage collapse in GRPO.")
+try:  # typer >= 0.20 carries its own copy of click; older releases use click itself
+    from typer._click.exceptions import ClickException
+except ImportError:  # pragma: no cover - the pinned typer has it
+    from click.exceptions import ClickException
+
+ERROR_CHARS = 2_000  # what one error line quotes at most: a message can quote a whole value or sample
+
+
+class _OneLineUsageErrors(TyperGroup):
+    """Typer's group, with its usage errors (a missing option, a value of the wrong type, an unknown option, an
+    unreadable path) as one `error:` line naming the option, what it takes and an example, as every other
+    error of the CLI is, instead of Typer's boxed panel."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except ClickException as err:
+            typer.secho(f"error: {usage_error_line(err, sys.argv[1:] if args is None else list(args))}", fg="red",
+                        err=True)
+            sys.exit(err.exit_code)
+        except typer.Abort:
+            typer.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)  # a command's typer.Exit(n) comes back as n
+
+
+def usage_error_line(err: Any, args: list[str] = ()) -> str:
+    """`grposcope eval: --model is required: A checkpoint folder ...; e.g. --model output/run/model`: the
+    command, the option, what was wrong, what it takes (its help's first sentence) and an example (from the
+    command's own examples, else its default)."""
+    ctx = getattr(err, "ctx", None)
+    where = f"{ctx.command_path}: " if ctx is not None else ""
+    param = getattr(err, "param", None)
+    message = err.format_message() if hasattr(err, "format_message") else str(err)
+    if param is None:
+        help_hint = f"see {ctx.command_path} --help" if ctx is not None else "see grposcope --help"
+        return _bounded(f"{where}{message.rstrip('.')}; {help_hint}")
+    name = (param.opts or [param.name])[0] if getattr(param, "param_type_name", "") == "option" else \
+        (param.name or "argument").upper()
+    takes = _first_sentence(getattr(param, "help", None) or "")
+    if type(err).__name__ == "MissingParameter":
+        problem = f"{name} is required"
+    else:
+        problem = re.sub(r"^Invalid value for '([^']+)': ", r"\1: ", message).rstrip(".")
+        problem = problem if name in problem or name.lower() in problem.lower() else f"{name}: {problem}"
+        given = _given(args, name)
+        problem += f" (got {given!r})" if given is not None else ""
+    example = _example(ctx, param, name)
+    parts = [f"{where}{problem}"] + ([f"it takes {takes}"] if takes else []) + ([f"e.g. {example}"] if example
+                                                                                else [])
+    return _bounded("; ".join(parts))
+
+
+def _given(args: list[str], name: str) -> str | None:
+    """The value the command line gave `name` (`--steps 1e12` or `--steps=1e12`), to quote it back."""
+    for i, arg in enumerate(args):
+        if arg == name and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith(f"{name}="):
+            return arg[len(name) + 1:]
+    return None
+
+
+def _first_sentence(text: str) -> str:
+    text = " ".join(text.split())
+    sentence = re.split(r"(?<!e\.g)(?<!i\.e)\.\s+(?=[A-Z])", text, maxsplit=1)[0].rstrip(".")
+    return sentence[:1].lower() + sentence[1:]
+
+
+def _example(ctx: Any, param: Any, name: str) -> str:
+    """A line of the command's help that uses the option (its examples), else the option with its default."""
+    help_text = getattr(getattr(ctx, "command", None), "help", None) or ""
+    for line in help_text.splitlines():
+        line = line.strip()
+        if line.startswith("grposcope") and f"{name} " in f"{line} ":
+            return line
+    given = re.search(r"\be\.g\. ([^\s,;)]+)", getattr(param, "help", None) or "")
+    if given:  # the help's own example value: "A checkpoint folder (e.g. output/run/checkpoint-20)"
+        return f"{name} {given.group(1).rstrip('.')}"
+    default = getattr(param, "default", None)
+    if getattr(param, "param_type_name", "") == "option" and not (default is None or default is False
+                                                                  or default in ("", ())):
+        return f"{name} {default}"
+    return ""
+
+
+def _bounded(text: str, limit: int = ERROR_CHARS) -> str:
+    """At most `limit` characters, the cut said: an error quoting a huge value stays one readable line."""
+    text = str(text)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters in all)"
+
+
+app = typer.Typer(cls=_OneLineUsageErrors, add_completion=False, no_args_is_help=False,
+                  help="Measure and fix advantage collapse in GRPO.")
 
 # Reported as `error: <message>` and exit 1: the project's own errors, bad values and files. Anything else is a
 # bug in grposcope (or in a reward function, reported as a UserError) and keeps its traceback.
@@ -34,7 +131,7 @@ def main(ctx: typer.Context, version: bool = typer.Option(False, "--version", he
 
 def fail(err: BaseException) -> typer.Exit:
     """Prints `error: <message>` to stderr; raise the returned Exit (exit code 1)."""
-    typer.secho(f"error: {terminal_safe(err)}", fg="red", err=True)  # a message can quote a sample or a file
+    typer.secho(f"error: {_bounded(terminal_safe(err))}", fg="red", err=True)  # a message can quote a sample or a file
     return typer.Exit(1)
 
 
