@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 import typer
 
-from ..files import check_writable
+from ..files import check_writable, write_text_atomic
 from ..terminal import terminal_safe
 from .app import USER_ERRORS, _console_logging, app, fail, wide_console
 
@@ -70,8 +70,8 @@ def audit_rewards_command(
         if json_out is not None:
             import json
 
-            json_out.write_text(json.dumps(report.to_dict(), indent=1, ensure_ascii=False) + "\n",
-                                encoding="utf-8")
+            write_text_atomic(json_out, json.dumps(report.to_dict(), indent=1, ensure_ascii=False) + "\n",
+                              "--json")
     except _AUDIT_ERRORS as err:
         raise fail(err) from None
     _print_report(report, file)

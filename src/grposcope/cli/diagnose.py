@@ -117,8 +117,8 @@ def _list(detectors) -> None:
 
 
 def _write_json(path: Path, diagnoses) -> None:
-    from ..files import check_writable
+    from ..files import check_writable, write_text_atomic
 
     check_writable(path, "--json")
     findings = [f.to_json() for d in diagnoses for f in d.findings]
-    path.write_text(json.dumps(findings, indent=2) + "\n", encoding="utf-8")
+    write_text_atomic(path, json.dumps(findings, indent=2) + "\n", "--json")

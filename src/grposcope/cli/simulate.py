@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 import typer
 
-from ..files import check_writable
+from ..files import atomic_output, check_writable, write_text_atomic
 from ..sim.memory import check_memory
 from .app import USER_ERRORS, _console_logging, app, fail, wide_console
 
@@ -78,7 +78,8 @@ def simulate_command(
         from ..sim import simulate
 
         results = [simulate(config) for config in configs]
-        output.write_text(json.dumps({"runs": [r.to_dict() for r in results]}, indent=1) + "\n")
+        write_text_atomic(output, json.dumps({"runs": [r.to_dict() for r in results]}, indent=1) + "\n",
+                          "--output")
         if plot is not None:
             _plot_simulations(results, plot)
     except _SIM_ERRORS as err:
@@ -165,8 +166,11 @@ def _plot_simulations(results: list[Any], path: Path) -> None:
     c = results[0].config
     fig.suptitle(f"grposcope simulate: N={c.prompts}, G={c.num_generations}, B={c.batch_size}, seed={c.seed}")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        with atomic_output(path, "--plot") as tmp:
+            fig.savefig(tmp, dpi=120)
+    finally:
+        plt.close(fig)
 
 
 def _print_sim_table(results: list[Any]) -> None:
