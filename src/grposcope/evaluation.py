@@ -123,7 +123,12 @@ def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(path, json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+    write_atomically(path, json_text(data))
+
+
+def json_text(data: Any) -> str:
+    """How results files are written: indented UTF-8 JSON, values JSON cannot hold as their str()."""
+    return json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -328,6 +333,10 @@ def load_eval_examples(
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"limit must be a positive int (the first N examples), got {limit!r}")
     if split == "all" and is_file_spec(spec):
+        if eval_size is not None:  # the whole file has no held-out part: a silent no-op would mislead
+            raise ValueError(f"eval_size={eval_size} has no effect on the 'all' split of {spec} (every example "
+                             "is evaluated); leave it out, or use the 'eval' split for the examples a training "
+                             "run with that eval_size holds out")
         task = load_task(spec, eval_size=0, seed=seed)  # no held-out part: train is the whole file, in order
         examples = task.train
     else:

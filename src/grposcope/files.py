@@ -59,16 +59,65 @@ def atomic_output(path: str | os.PathLike[str], what: str = "") -> Iterator[Path
     renamed over `path` when the block ends: a full disk or a kill mid-write leaves the old file or none,
     never a 0-byte one a rerun would refuse as existing. A full disk or a refused write raises one line
     naming `path` (and `what`, the option that named it) and the fix."""
+    with _temporary_beside(Path(path), what) as tmp:
+        yield tmp
+        os.replace(tmp, path)
+
+
+def write_text_atomic(path: str | os.PathLike[str], text: str, what: str = "") -> None:
+    """`text` as UTF-8 into `path` through `atomic_output`."""
+    with atomic_output(path, what) as tmp:
+        _write_synced(tmp, text)
+
+
+def write_text_new(path: str | os.PathLike[str], text: str, what: str = "") -> Path:
+    """Writes `text` to `path` if no file is there when the write ends, else to the first free
+    `<stem>-2<suffix>`, `-3`, ... beside it, and returns the path written. The output was checked before the
+    work; this is for a file that appeared during it (two evals given one --output): results that took minutes
+    are never thrown away, nor written over another run's. The temporary file is hard-linked to the name, which
+    fails when the name is taken, so a check and a write cannot race."""
     target = Path(path)
+    with _temporary_beside(target, what) as tmp:
+        _write_synced(tmp, text)
+        for n in range(1, 1000):
+            candidate = target if n == 1 else target.with_name(f"{target.stem}-{n}{target.suffix}")
+            try:
+                os.link(tmp, candidate)
+            except FileExistsError:
+                continue
+            except OSError as err:
+                if err.errno in _NO_ROOM:
+                    raise
+                try:  # a file system without hard links: an exclusive create, then the rename over it
+                    os.close(os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
+                except FileExistsError:
+                    continue
+                os.replace(tmp, candidate)
+                return candidate
+            tmp.unlink()
+            return candidate
+    raise FileExistsError(f"{target} and 998 numbered names beside it exist; choose another {what or 'path'}")
+
+
+def _write_synced(path: Path, text: str) -> None:
+    with open(path, "w", encoding="utf-8", newline="") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+@contextlib.contextmanager
+def _temporary_beside(target: Path, what: str) -> Iterator[Path]:
+    """A temporary file beside `target`, removed unless the block moved it; OSErrors as one line naming
+    `target` and the fix."""
+    label = f"{what} {target}" if what else str(target)
+    target.parent.mkdir(parents=True, exist_ok=True)  # check_writable passed a folder still to be made
     fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=f".tmp{target.suffix}")
     os.close(fd)
     tmp = Path(name)
-    label = f"{what} {target}" if what else str(target)
     try:
         yield tmp
-        os.replace(tmp, target)
     except OSError as err:
-        tmp.unlink(missing_ok=True)
         if err.errno in _NO_ROOM:
             from .errors import DiskFullError
 
@@ -79,15 +128,5 @@ def atomic_output(path: str | os.PathLike[str], what: str = "") -> Iterator[Path
             raise PermissionError(f"{label} cannot be written ({err.strerror}); choose another "
                                   f"{what or 'path'}") from None
         raise
-    except BaseException:
+    finally:
         tmp.unlink(missing_ok=True)
-        raise
-
-
-def write_text_atomic(path: str | os.PathLike[str], text: str, what: str = "") -> None:
-    """`text` as UTF-8 into `path` through `atomic_output`."""
-    with atomic_output(path, what) as tmp:
-        with open(tmp, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())

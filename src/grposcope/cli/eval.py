@@ -9,7 +9,7 @@ from typing import Any, Optional
 import typer
 
 from ..eval_settings import MAX_PROMPT_LENGTH, EvalSettings
-from ..files import check_writable
+from ..files import check_writable, write_text_atomic, write_text_new
 from .app import USER_ERRORS, _console_logging, app, fail
 
 _DEFAULT = EvalSettings()  # the defaults of the options below
@@ -66,7 +66,7 @@ def eval_command(
 
 def _run_eval(o: dict[str, Any]) -> tuple[Any, Path]:
     """Checks everything cheap first (settings, output file, data, reward names), then loads and evaluates."""
-    from ..evaluation import EvalSettings, default_split, evaluate_model, load_eval_examples
+    from ..evaluation import EvalSettings, evaluate_model, load_eval_examples
     from ..models import load_model
     from ..rewards import get_reward
 
@@ -87,7 +87,7 @@ def _run_eval(o: dict[str, Any]) -> tuple[Any, Path]:
             f"{path} already exists; pass --overwrite to replace it, or choose another --output"
         )
     check_writable(path, "--output")
-    o["split"] = o["split"] or default_split(o["dataset"])
+    o["split"] = o["split"] or _split_for(o)
     examples, task_rewards = load_eval_examples(
         o["dataset"], o["split"], seed=o["seed"], dataset_size=o["dataset_size"], eval_size=o["eval_size"],
         limit=o["limit"],
@@ -109,8 +109,41 @@ def _run_eval(o: dict[str, Any]) -> tuple[Any, Path]:
                                 progress=lambda done, _total: bar.update(task, completed=done))
     config = {key: o[key] for key in ("model", "dataset", "split", "limit", "dataset_size", "eval_size",
                                       "max_prompt_length")}
-    result.save(path, config=config, overwrite=o["overwrite"])
-    return result, path
+    return result, _save(result, config, path, o["overwrite"])
+
+
+def _save(result: Any, config: dict[str, Any], path: Path, overwrite: bool) -> Path:
+    """The results, through a temporary file. Without --overwrite a file that appeared at `path` while this
+    eval ran (another eval given the same --output) is kept, and these results go beside it, with a note."""
+    import warnings
+
+    from ..evaluation import json_text
+
+    text = json_text(result.to_dict(config))
+    if overwrite:
+        write_text_atomic(path, text, "--output")
+        return path
+    written = write_text_new(path, text, "--output")
+    if written != path:
+        warnings.warn(f"{path} was written by another process while this eval ran; it is kept as it is, and "
+                      f"these results are in {written}", RuntimeWarning, stacklevel=2)
+    return written
+
+
+def _split_for(o: dict[str, Any]) -> str:
+    """The split when --split is left out: all of a .jsonl file, the held-out part of a generated task; but
+    --eval_size on a file asks for the held-out part a training run with that eval_size kept apart."""
+    import warnings
+
+    from ..evaluation import default_split, is_file_spec
+
+    if is_file_spec(o["dataset"]) and o["eval_size"] is not None:
+        warnings.warn(f"--eval_size {o['eval_size']} without --split: evaluating the eval split, the "
+                      f"{o['eval_size']} examples a training run with --eval_size {o['eval_size']} --seed "
+                      f"{o['seed']} holds out of {o['dataset']}; --split all evaluates the whole file",
+                      RuntimeWarning, stacklevel=2)
+        return "eval"
+    return default_split(o["dataset"])
 
 
 def _check_checkpoint(folder: Path) -> None:
