@@ -29,6 +29,7 @@ def _error(args: list[str]) -> tuple[int, list[str]]:
     (["forecast", "--mc_groups=lots"], ["grposcope forecast: --mc_groups", "(got 'lots')", "e.g. --mc_groups"]),
     (["simulate", "--bogus"], ["grposcope simulate: No such option: --bogus", "see grposcope simulate --help"]),
     (["bogus"], ["No such command 'bogus'", "see grposcope --help"]),
+    (["sweep", "--out"], ["grposcope sweep: Option '--out' requires an argument", "see grposcope sweep --help"]),
     (["report"], ["grposcope report: RUNS is required", "it takes runs"]),
 ])
 def test_usage_errors_are_one_line_naming_the_option_and_an_example(args, wanted):

@@ -49,11 +49,14 @@ def usage_error_line(err: Any, args: list[str] = ()) -> str:
     command, the option, what was wrong, what it takes (its help's first sentence) and an example (from the
     command's own examples, else its default)."""
     ctx = getattr(err, "ctx", None)
-    where = f"{ctx.command_path}: " if ctx is not None else ""
+    # an option missing its value is found before the command's context exists: name it from the line
+    path = ctx.command_path if ctx is not None else " ".join(["grposcope", *args[:1]]) if args and \
+        not args[0].startswith("-") else "grposcope"
+    where = f"{path}: "
     param = getattr(err, "param", None)
     message = err.format_message() if hasattr(err, "format_message") else str(err)
     if param is None:
-        help_hint = f"see {ctx.command_path} --help" if ctx is not None else "see grposcope --help"
+        help_hint = f"see {path} --help"
         return _bounded(f"{where}{message.rstrip('.')}; {help_hint}")
     name = (param.opts or [param.name])[0] if getattr(param, "param_type_name", "") == "option" else \
         (param.name or "argument").upper()
