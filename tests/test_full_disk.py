@@ -41,6 +41,12 @@ def test_write_text_atomic_leaves_the_old_file_on_a_full_disk(tmp_path, monkeypa
     assert _leftovers(tmp_path) == ["out.json"]
 
 
+def test_an_output_gets_the_mode_a_plain_write_gives(tmp_path):
+    write_text_atomic(tmp_path / "a.json", "{}\n")
+    (tmp_path / "b.json").write_text("{}\n")
+    assert (tmp_path / "a.json").stat().st_mode == (tmp_path / "b.json").stat().st_mode
+
+
 def test_a_refused_write_names_the_path_and_the_fix(tmp_path):
     def refuse(_tmp):
         raise PermissionError(errno.EACCES, "Permission denied")

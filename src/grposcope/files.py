@@ -115,6 +115,9 @@ def _temporary_beside(target: Path, what: str) -> Iterator[Path]:
     fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=f".tmp{target.suffix}")
     os.close(fd)
     tmp = Path(name)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private (0600); an output gets the mode open() gives
     try:
         yield tmp
     except OSError as err:
