@@ -75,7 +75,8 @@ def test_wrong_yaml_types_name_the_option_and_the_type(tmp_path, monkeypatch, te
 @pytest.mark.parametrize("argv, message", [
     (["--learning_rate", "nan"], "option learning_rate: got nan; give a finite number"),
     (["--beta", "inf"], "option beta: got inf; give a finite number"),
-    (["--torch_threads", "0"], "torch_threads must be a positive integer, got 0"),
+    (["--torch_threads", "0"], "torch_threads must be in [1, 1024] (torch's CPU threads, e.g. the machine's "
+                               "cores; more only contend for them), got 0"),
     (["--reward_weights", "abc"], "--reward_weights: cannot read 'abc' as float"),
     (["--model", "x"], "unknown GRPOConfig option(s): model (did you mean model_name_or_path?)"),
     (["--lr", "1e-5"], "unknown GRPOConfig option(s): lr (did you mean learning_rate?)"),

@@ -105,7 +105,7 @@ CASES: dict[str, tuple[dict, str]] = {
     "kl_bound": ({"kl_bound": 0.0}, r"kl_bound must be > 0 .*got 0.0"),
     "measure_update": ({"measure_update": "yes"}, r"option measure_update"),
     "diagnostics": ({"diagnostics": "yes"}, r"option diagnostics"),
-    "torch_threads": ({"torch_threads": 0}, r"torch_threads must be a positive integer, got 0"),
+    "torch_threads": ({"torch_threads": 0}, r"torch_threads must be in \[1, 1024\] .*got 0"),
     # the components' options (trainer/options.py)
     "acr_threshold_init": ({"acr_threshold_init": 2.0}, r"acr_threshold_init <= .* got 0.1, 2.0, 0.9"),
     "virtual_sample_alpha": ({"virtual_sample_alpha": 0.0}, r"virtual_sample_alpha must be > 0, got 0.0"),

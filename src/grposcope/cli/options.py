@@ -12,13 +12,24 @@ from ..files import read_utf8
 _BOOL = {"true": True, "yes": True, "1": True, "on": True, "false": False, "no": False, "0": False, "off": False}
 
 
+MAX_YAML_VALUES = 100_000  # a config holds a few hundred values; aliases may not expand beyond this
+
+
+class ConfigFileError(ValueError):
+    """A config file that is valid YAML but not a plain config: a key given twice, aliases that explode."""
+
+
 def read_yaml(path: Path) -> dict[str, Any]:
     import yaml
 
     if not path.is_file():
         raise FileNotFoundError(f"config file {path} does not exist")
     try:
-        data = yaml.safe_load(read_utf8(path))
+        data = yaml.load(read_utf8(path), Loader=_config_loader())  # noqa: S506 (a SafeLoader subclass)
+    except ConfigFileError as err:
+        raise ValueError(f"{path}: {err}") from None
+    except RecursionError:
+        raise ValueError(f"{path}: nested too deeply to read; write one `option: value` per line") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
@@ -30,6 +41,66 @@ def read_yaml(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ValueError(f"{path} must hold a mapping of GRPOConfig options, got {type(data).__name__}")
     return data
+
+
+def _config_loader() -> type:
+    """yaml.SafeLoader (plain data, no tags that build objects) that also refuses what safe_load lets through
+    without a word: a key given twice (the last value would win), and aliases whose expansion explodes
+    ("billion laughs": the data stays small, but every later use of it, an error message first, expands it)."""
+    import yaml
+
+    class ConfigLoader(yaml.SafeLoader):
+        def get_single_node(self):
+            node = super().get_single_node()
+            if node is not None:
+                _check_expansion(node)
+            return node
+
+        def construct_mapping(self, node, deep=False):
+            _check_unique_keys(node)
+            return super().construct_mapping(node, deep=deep)
+
+    return ConfigLoader
+
+
+def _check_unique_keys(node: Any) -> None:
+    seen: dict[Any, int] = {}
+    for key, _ in node.value:
+        if key.tag == "tag:yaml.org,2002:merge" or not hasattr(key, "value") or not isinstance(key.value, str):
+            continue  # `<<: *base` merges, and explicit keys override what it brings: YAML's own rule
+        line = key.start_mark.line + 1
+        if key.value in seen:
+            raise ConfigFileError(f"{key.value} is given twice (lines {seen[key.value]} and {line}), and only the "
+                                  "last would count; keep one of them")
+        seen[key.value] = line
+
+
+def _check_expansion(root: Any) -> None:
+    """Counts the values the document holds once its aliases are expanded, without expanding them: a node
+    shared by aliases is counted once per use, from a memo of its own count."""
+    import yaml
+
+    memo: dict[int, int] = {}
+
+    def count(node: Any) -> int:
+        if id(node) in memo:
+            if memo[id(node)] < 0:
+                raise ConfigFileError("an alias (*name) refers to a value that holds it; write the values out")
+            return memo[id(node)]
+        memo[id(node)] = -1  # being counted: met again below it, the data refers to itself
+        if isinstance(node, yaml.MappingNode):
+            n = 1 + sum(count(k) + count(v) for k, v in node.value)
+        elif isinstance(node, yaml.SequenceNode):
+            n = 1 + sum(count(item) for item in node.value)
+        else:
+            n = 1
+        memo[id(node)] = n = min(n, 10 * MAX_YAML_VALUES)  # stays a small int however deep the nesting
+        return n
+
+    total = count(root)
+    if total > MAX_YAML_VALUES:
+        raise ConfigFileError(f"its aliases (*name) expand to more than {MAX_YAML_VALUES:,} values, where a "
+                              "config holds a few hundred; write the values out instead of nesting aliases")
 
 
 def parse_overrides(argv: list[str]) -> dict[str, str]:
@@ -85,8 +156,9 @@ def coerce(name: str, raw: str, hint: Any) -> Any:
     if str in origins:
         return raw
     from ..trainer.config import type_name
+    from ..trainer.config_checks import quoted
 
-    raise ValueError(f"--{name}: cannot read {raw!r} as {type_name(hint)}")
+    raise ValueError(f"--{name}: cannot read {quoted(raw)} as {type_name(hint)}")
 
 
 def coerce_mapping(name: str, raw: str) -> dict[str, Any]:

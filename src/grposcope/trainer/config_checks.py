@@ -20,6 +20,9 @@ from typing import Any
 from ..errors import InputTypeError
 from ..eval_settings import MAX_SEED
 
+MAX_TORCH_THREADS = 1024  # far above any machine's cores, far below the threads a process may start
+QUOTE_CHARS = 200  # what an error message quotes of a value: a YAML alias bomb repr'd in full takes gigabytes
+
 
 @dataclass(frozen=True)
 class Range:
@@ -43,7 +46,7 @@ class Range:
     def message(self, name: str, value: Any) -> str:
         hint = f" ({self.hint})" if self.hint else ""
         none = f"; or None for {self.none}" if self.none else ""
-        return f"{name} must be {self.rule}{hint}, got {value!r}{none}"
+        return f"{name} must be {self.rule}{hint}, got {quoted(value)}{none}"
 
 
 def positive_int(hint: str = "", none: str = "") -> Range:
@@ -114,7 +117,10 @@ RANGES: dict[str, Range] = {
     # advantages and collapse
     "acr_ema_lambda": within(0, 1, "[)", "the smoothing of collapse/acr_ema, e.g. 0.9; 0: each step's ACR"),
     "kl_bound": at_least(0, "the mean per-token KL above which the KL-drift alarm fires, e.g. 0.5", strict=True),
-    "torch_threads": positive_int(none="torch's choice"),
+    # torch starts them all at once: 100,000 ends in "can't start new thread" and a segfault
+    "torch_threads": Range(f"in [1, {MAX_TORCH_THREADS}]", 1, MAX_TORCH_THREADS,
+                           hint="torch's CPU threads, e.g. the machine's cores; more only contend for them",
+                           none="torch's choice"),
     # component options that their components take unchecked
     "advantage_eps": at_least(0, "added to the std before dividing, e.g. 1e-4; at 0 a group of equal rewards "
                               "gets NaN advantages", strict=True),
@@ -214,10 +220,22 @@ def check_types(config: Any) -> None:
     for f in dataclasses.fields(config):
         value, hint = getattr(config, f.name), hints.get(f.name, Any)
         if not _is_a(value, hint):
-            raise InputTypeError(f"option {f.name}: got {value!r} ({type(value).__name__}); it takes "
+            raise InputTypeError(f"option {f.name}: got {quoted(value)} ({type(value).__name__}); it takes "
                                  f"{type_name(hint)}")
         if isinstance(value, float) and not math.isfinite(value):
             raise ValueError(f"option {f.name}: got {value}; give a finite number")
+
+
+def quoted(value: Any, limit: int = QUOTE_CHARS) -> str:
+    """repr(value) cut to about `limit` characters, built without the full repr: reprlib stops at a few items
+    per level and a few levels deep (a 9-level YAML alias bomb holds 9^9 strings, shared, never expanded)."""
+    import reprlib
+
+    short = reprlib.Repr()
+    short.maxlevel, short.maxlist, short.maxtuple, short.maxdict, short.maxset = 4, 8, 8, 8, 8
+    short.maxstring = short.maxother = limit
+    text = short.repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _is_a(value: Any, hint: Any) -> bool:
@@ -265,4 +283,4 @@ def type_name(hint: Any) -> str:
 
 def check_choice(name: str, value: Any, known) -> None:
     if value not in known:
-        raise ValueError(f"unknown {name} {value!r}; known: {', '.join(known)}")
+        raise ValueError(f"unknown {name} {quoted(value)}; known: {', '.join(known)}")
