@@ -33,8 +33,8 @@ def counts_from_run(run: Path, steps: int, threshold: float | None) -> tuple[str
 def _from_grposcope_run(run: Path, steps: int, threshold: float) -> tuple[str, list, list[str], dict | None]:
     """(k, successes) per (step, prompt) group of the run's first logged steps, with what to keep in mind."""
     from ..logging.completions import read_completions
-    from ..logging.jsonl import read_metrics
     from .file_kinds import read_utf8_log
+    from .metric_columns import read_metric_columns
 
     path = run / "completions.jsonl"
     groups = history_groups(read_utf8_log(read_completions, path), steps, threshold)
@@ -51,9 +51,18 @@ def _from_grposcope_run(run: Path, steps: int, threshold: float) -> tuple[str, l
              f"only for G <= {g}"]
     measured = None
     if (run / "metrics.jsonl").is_file():
-        rows = [r for r in read_utf8_log(read_metrics, run / "metrics.jsonl") if r["step"] in set(logged)]
-        acr = [r["collapse/acr"] for r in rows if math.isfinite(r.get("collapse/acr", math.nan))]
-        if any(r.get("sampler/prompts_dropped", 0) or r.get("sampler/rounds_mean", 1) != 1 for r in rows):
+        columns = read_metric_columns(run / "metrics.jsonl")  # streamed: a long run's log is not held whole
+        notes += columns.notes()
+        wanted = set(logged)
+        rows = [i for i, step in enumerate(columns.steps) if step in wanted]
+        nan_column = [math.nan] * len(columns.steps)
+        acr_column = columns.series.get("collapse/acr", nan_column)
+        dropped = columns.series.get("sampler/prompts_dropped", nan_column)
+        rounds = columns.series.get("sampler/rounds_mean", nan_column)
+        acr = [acr_column[i] for i in rows if math.isfinite(acr_column[i])]
+        # a step that did not log them (NaN) is as a step that dropped nothing and drew once
+        if any((dropped[i] == dropped[i] and dropped[i]) or (rounds[i] == rounds[i] and rounds[i] != 1)
+               for i in rows):
             notes.append("this run's sampler dropped, re-drew or balanced groups: completions.jsonl shows the "
                          "groups kept, which are more often mixed than the groups drawn")
         if acr:  # the ACR of the groups as drawn, with its SE over steps

@@ -26,7 +26,6 @@ from typing import Any
 
 from ..diagnose.catalogue import resolve
 from ..diagnose.runlog import ACCURACY, Run
-from ..logging.jsonl import read_metrics
 from .rollouts import plural, step_span
 
 TRL_ZERO_STD = "frac_reward_zero_std"
@@ -116,18 +115,19 @@ def load_run(path: str | Path, name: str | None = None, options: ReadOptions = R
 
 
 def _grposcope_run(metrics_path: Path, name: str) -> Run:
-    from .file_kinds import read_utf8_log
+    from .metric_columns import read_metric_columns
 
-    records = read_utf8_log(read_metrics, metrics_path)
-    if not records:
+    columns = read_metric_columns(metrics_path)  # streamed: one float per step and metric is kept
+    steps = columns.steps
+    if not steps:
         raise ValueError(f"{metrics_path} has no steps yet; report a run after its first logged step")
-    for i, record in enumerate(records):
-        if not _is_step(record["step"]):
-            raise _bad_step(record["step"], metrics_path, f"line {_line_of(metrics_path, i)}")
-        record["step"] = int(record["step"])
-    steps, series, odd = _columns(records, lambda key: key)
-    run = Run(name, metrics_path.parent, "grposcope", steps, series, notes=_odd_notes(odd, metrics_path))
-    _inspect(run, records, lambda key: key, metrics_path)
+    odd = {name: [(step, value)] * count for name, (count, step, value) in columns.odd.items()}
+    run = Run(name, metrics_path.parent, "grposcope", steps, dict(columns.series),
+              notes=_odd_notes(odd, metrics_path) + columns.notes(), unknown=columns.unknown,
+              nonfinite=columns.nonfinite)
+    for metric, where in run.nonfinite.items():
+        run.problems.append(f"{metrics_path}: {metric} is NaN or infinite at {len(where)} step(s) (the first: "
+                            f"{where[0]})")
     summary = metrics_path.parent / "summary.json"
     if summary.is_file():
         figures = _read_json(summary)
@@ -138,9 +138,10 @@ def _grposcope_run(metrics_path: Path, name: str) -> Run:
         if after is not None and not run.has(ACCURACY):  # evaluated only at the end: show it at the last step
             run.series[ACCURACY] = [math.nan] * (len(steps) - 1) + [after]
     if run.wall_time_s is None:  # a run still going, or killed: the logged step times
-        times = [t for t in (r.get("time") for r in records) if isinstance(t, (int, float))]
         step_s = [v for v in run.values("perf/step_s") if math.isfinite(v)]
-        run.wall_time_s = math.fsum(step_s) if step_s else (times[-1] - times[0] if len(times) > 1 else None)
+        first, last = columns.first_time, columns.last_time
+        run.wall_time_s = math.fsum(step_s) if step_s else (last - first if first is not None and last != first
+                                                            else None)
     return run
 
 
@@ -342,9 +343,14 @@ IGNORED = ("step", "time", "epoch", TRL_ZERO_STD)  # not metrics, or read by nam
 
 
 def _inspect(run: Run, records: list[dict[str, Any]], rename: Any, path: Path) -> None:
-    """The keys the catalogue does not know (run.unknown) and where a metric was logged as NaN or infinite
-    (run.nonfinite, with one problem line per metric): the gradient detector needs both kinds of gap told apart."""
+    """The keys the catalogue does not know (run.unknown), where a metric was logged as NaN or infinite
+    (run.nonfinite, with one problem line per metric: the gradient detector needs both kinds of gap told apart)
+    and as true / false; the last two also in one note each (metric_columns.value_notes)."""
+    from .metric_columns import value_notes
+
     known: dict[str, bool] = {}
+    bad: dict[str, list[int]] = {}  # the notes name a key as the file spells it, to find it there
+    flags: dict[str, list[int]] = {}
     inf = math.inf
     for record in records:
         for key, value in record.items():
@@ -355,8 +361,12 @@ def _inspect(run: Run, records: list[dict[str, Any]], rename: Any, path: Path) -
                 run.unknown[key] = run.unknown.get(key, 0) + 1
             if kind is float and (value != value or value == inf or value == -inf):
                 run.nonfinite.setdefault(rename(key), []).append(record["step"])
+                bad.setdefault(key, []).append(record["step"])
+            elif kind is bool:
+                flags.setdefault(key, []).append(record["step"])
     for name, where in run.nonfinite.items():
         run.problems.append(f"{path}: {name} is NaN or infinite at {len(where)} step(s) (the first: {where[0]})")
+    run.notes += value_notes(path, bad, flags)
 
 
 def _odd_notes(odd: dict[str, list[tuple[int, Any]]], path: Path) -> list[str]:
@@ -380,14 +390,6 @@ def _bad_step(value: Any, path: Path, where: str) -> ValueError:
     """The error for a record whose step is not a whole number, naming the file and the record."""
     return ValueError(f"{path}: {where} has step {json.dumps(value)}; a step must be a whole number (the "
                       "optimizer step it was logged at): fix or remove that record")
-
-
-def _line_of(path: Path, index: int) -> int:
-    """The line number of the `index`-th record of a JSON-lines file (blank lines hold no record), read a line
-    at a time."""
-    with path.open("rb") as handle:
-        numbers = (number for number, line in enumerate(handle, start=1) if line.strip())
-        return next((n for i, n in enumerate(numbers) if i == index), index + 1)
 
 
 def _number(value: Any) -> float | None:
