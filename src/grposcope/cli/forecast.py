@@ -12,6 +12,7 @@ import typer
 from ..eval_settings import MAX_SEED
 from ..files import check_writable
 from ..logging.jsonl import json_safe
+from ..reports.file_kinds import unreadable
 from ..reports.forecast import ALL, RULE, STAGNATION_ACR
 from ..reports.forecast_plot import plot_forecast
 from ..reports.plots import pyplot
@@ -79,7 +80,7 @@ def forecast_command(
         if plot is not None:
             plot_forecast(result, plot, f"grposcope forecast: {source}")
     except PROBE_ERRORS as err:
-        raise fail(err) from None
+        raise fail(unreadable(err)) from None
     _print_forecast(result, source, measured)
     written = [str(p) for p in (json_out, plot) if p is not None]
     if written:

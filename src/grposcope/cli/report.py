@@ -9,6 +9,7 @@ from typing import Any, List, Optional
 import typer
 
 from ..files import check_writable
+from ..reports.file_kinds import unreadable
 from ..terminal import terminal_safe
 from .app import USER_ERRORS, _console_logging, app, fail, wide_console
 
@@ -62,9 +63,10 @@ def report_command(
         loaded, unread = readable(paths, lambda one: [load_run(one[0], named[one[0]], options)])
         for run in loaded:
             typer.echo(terminal_safe(f"{run.name}: read {run.found}"))
-        report = build_report(loaded, out, regress, entropy_floor, kl_bound, skipped + unread)
+        report = _build_or_leave_none(out, lambda: build_report(loaded, out, regress, entropy_floor, kl_bound,
+                                                                skipped + unread))
     except (*USER_ERRORS, ImportError) as err:  # ImportError: no matplotlib, no pyarrow
-        raise fail(err) from None
+        raise fail(unreadable(err)) from None
     _print_summary(report, out)
 
 
@@ -78,6 +80,7 @@ def readable(items: list[Any], read: Any) -> tuple[list[Any], list[str]]:
         except USER_ERRORS as err:
             if len(items) == 1:
                 raise
+            err = unreadable(err)
             first = first or err
             skipped.append(f"{item}: {err}")
             typer.echo(terminal_safe(f"skipped {item}: {err}"), err=True)
@@ -135,8 +138,25 @@ def check_out(out: Path, overwrite: bool) -> None:
                               "report, or choose another --out")
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--out {out} is a file; give a folder for the report")
-    out.mkdir(parents=True, exist_ok=True)
+    check_writable(out, "--out", folder=True)  # before mkdir: a refused mkdir would name no fix
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except PermissionError as err:
+        raise PermissionError(f"--out {out} cannot be written: creating it fails ({err.strerror}); choose another "
+                              "--out") from None
     check_writable(out / "report.html", "--out")
+
+
+def _build_or_leave_none(out: Path, build: Any) -> Any:
+    """`build()`; when it fails (a full disk), the report files it wrote are removed: a rerun would refuse them
+    as an existing report. Those there before (--overwrite) are left as they are."""
+    before = {name for name in REPORT_FILES if (out / name).exists()}
+    try:
+        return build()
+    except BaseException:
+        for name in set(REPORT_FILES) - before:
+            (out / name).unlink(missing_ok=True)
+        raise
 
 
 def _print_summary(report: Any, out: Path) -> None:

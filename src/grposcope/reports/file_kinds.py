@@ -50,3 +50,15 @@ def read_utf8_log(read: Callable[[Path], T], path: Path) -> T:
     except UnicodeDecodeError:
         read_utf8(path)  # raises the ValueError that names the file, the line and the fix
         raise
+
+
+def unreadable(err: BaseException) -> BaseException:
+    """A refused read (`[Errno 13] Permission denied: 'run/metrics.jsonl'`, which names no fix) as one line
+    naming the file, why and the fix; any other error as it is. The outputs of report and forecast are checked
+    before the work and written through files.atomic_output, which names a refused write itself: a refusal that
+    still names a file is a read."""
+    if isinstance(err, PermissionError) and err.filename is not None:
+        name = os.fspath(err.filename)
+        return PermissionError(f"{name} cannot be read ({err.strerror or 'Permission denied'}); let this user read "
+                               f"it (e.g. chmod a+rX {name}), or run grposcope as the user who wrote it")
+    return err

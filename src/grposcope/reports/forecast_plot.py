@@ -4,8 +4,10 @@ group against G, and the histogram of the probe's pass rates (matplotlib, import
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
+from ..files import atomic_output
 from .forecast import CLOSED_FORM, Forecast
 from .plots import as_text, pyplot
 
@@ -20,8 +22,11 @@ def plot_forecast(result: Forecast, path: Any, title: str) -> None:
     _plot_pass_rates(right, result.counts)
     fig.suptitle(as_text(title), fontsize=10)  # the title names a file, which may hold a $
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:  # through a temporary file: a full disk leaves no 0-byte image that a rerun would refuse
+        with atomic_output(path, "--plot") as tmp:
+            fig.savefig(tmp, dpi=110, format=Path(path).suffix[1:].lower() or "png")
+    finally:
+        plt.close(fig)
 
 
 def _plot_pass_rates(ax: Any, counts: list[tuple[int, int]]) -> None:

@@ -14,6 +14,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ..files import atomic_output
 from .figures import ALARMS, alarms, no_signal_spans
 from .regression import Fit
 from .runs import Run
@@ -134,8 +135,11 @@ class Canvas:
             ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
 
     def save(self, fig: Any, name: str, caption: str) -> None:
-        fig.savefig(self.out / name, dpi=DPI)
-        self.plt.close(fig)
+        try:  # through a temporary file: a full disk leaves no 0-byte PNG that a rerun would refuse
+            with atomic_output(self.out / name, "--out") as tmp:
+                fig.savefig(tmp, dpi=DPI, format="png")
+        finally:
+            self.plt.close(fig)
         self.files.append((name, caption))
 
     def series(self, ax: Any, run: Run, name: str, label: str, linestyle: str = "-", raw: bool = True) -> bool:
@@ -293,8 +297,11 @@ def plot_regression(runs: list[Run], x: list[float], y: list[float], fit: Fit, o
     ax.set_title("Does early collapse predict final accuracy? (least squares over runs)", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, fontsize=8, frameon=False)  # off the data
-    fig.savefig(out / "regression.png", dpi=DPI, bbox_inches="tight")
-    plt.close(fig)
+    try:
+        with atomic_output(out / "regression.png", "--out") as tmp:
+            fig.savefig(tmp, dpi=DPI, bbox_inches="tight", format="png")
+    finally:
+        plt.close(fig)
     return "regression.png"
 
 

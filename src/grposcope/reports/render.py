@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..diagnose.render import _md as md_text  # one escape for report.md, the diagnoses' and the table's
+from ..files import atomic_output, write_text_atomic
 from ..logging.console import format_eta
 from .figures import RunFigures, run_figures
 from .regression import Fit, fit_line
@@ -68,7 +69,7 @@ def write_steps_csv(runs: list[Run], path: Path) -> None:
     run did not log at that step is left empty (never interpolated)."""
     import csv
 
-    with path.open("w", encoding="utf-8", newline="") as handle:
+    with atomic_output(path, "--out") as tmp, tmp.open("w", encoding="utf-8", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(("run", "step", *STEP_COLUMNS))
         for run in runs:
@@ -146,7 +147,7 @@ def write_markdown(report: Report, path: Path) -> None:
     notes = _notes(report)
     if notes:
         lines += ["## Notes", ""] + [f"- {md_text(note)}" for note in notes]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_text_atomic(path, "\n".join(lines) + "\n", "--out")
 
 
 _STYLE = """body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;font-size:16px;line-height:1.45;
@@ -257,7 +258,7 @@ def write_html(report: Report, folder: Path, path: Path) -> None:
     parts.append("</section>")
     if notes:
         parts += ["<section id='notes'><h2>Notes</h2><ul>", *(f"<li>{esc(n)}</li>" for n in notes), "</ul></section>"]
-    path.write_text("".join(parts) + "</body></html>\n", encoding="utf-8")
+    write_text_atomic(path, "".join(parts) + "</body></html>\n", "--out")
 
 
 def build_report(runs: list[Run], out: Path, regress: bool, entropy_floor: float, kl_bound: float,
