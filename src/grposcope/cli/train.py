@@ -55,7 +55,7 @@ def train(
         GRPOTrainer(args=args).train()
     except USER_ERRORS as err:
         exit_ = fail(err)
-        if not _is_folder_in_use(err):  # the folder's checkpoints are another live run's, not this one's
+        if not _says_its_own_way_on(err):
             _say_how_to_resume(args)
         raise exit_ from None
     except KeyboardInterrupt:
@@ -64,10 +64,13 @@ def train(
         raise typer.Exit(130) from None  # 128 + SIGINT, as a shell reports it
 
 
-def _is_folder_in_use(err: BaseException) -> bool:
+def _says_its_own_way_on(err: BaseException) -> bool:
+    """A folder in use (its checkpoints are another live run's, not this one's), or a checkpoint that cannot
+    be resumed from (--resume is what failed): the error says what to do, and a --resume line would not."""
+    from ..trainer.checkpoint import CheckpointError
     from ..trainer.folder_lock import FolderInUseError
 
-    return isinstance(err, FolderInUseError)
+    return isinstance(err, (FolderInUseError, CheckpointError))
 
 
 def _say_how_to_resume(args: Any, interrupted: bool = False) -> None:

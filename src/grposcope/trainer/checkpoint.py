@@ -286,7 +286,13 @@ def load_weights(folder: Path, model) -> None:
     if is_peft_model(model):
         from peft import set_peft_model_state_dict
 
-        result = set_peft_model_state_dict(model, load_file(folder / "adapter_model.safetensors"))
+        try:
+            result = set_peft_model_state_dict(model, load_file(folder / "adapter_model.safetensors"))
+        except RuntimeError as err:  # torch's "size mismatch for ..." lines, one per tensor
+            first = next((line.strip() for line in str(err).splitlines() if "size mismatch" in line), str(err))
+            raise CheckpointError(f"{folder}: the adapter weights do not fit the model ({first[:200]}); resume "
+                                  "with the model_name_or_path, lora_r and lora_target_modules of the run that "
+                                  "wrote it") from None
         if result.unexpected_keys:
             raise CheckpointError(f"{folder}: adapter weights {result.unexpected_keys[:3]} do not fit the model "
                                   "(different lora_r or lora_target_modules?)")
@@ -294,6 +300,7 @@ def load_weights(folder: Path, model) -> None:
     tensors: dict[str, torch.Tensor] = {}
     for file in sorted(folder.glob("model*.safetensors")):  # one file, or the shards of a large model
         tensors.update(load_file(file))
+    _check_shapes(folder, model, tensors)
     missing, unexpected = model.load_state_dict(tensors, strict=False)
     untied = [name for name in missing if not _is_tied(model, name, tensors)]
     if unexpected or untied:
@@ -301,6 +308,16 @@ def load_weights(folder: Path, model) -> None:
             f"{folder}: the weights do not fit the model (missing {untied[:3]}, unexpected {unexpected[:3]}); "
             "resume with the model_name_or_path and use_peft of the run that wrote it"
         )
+
+
+def _check_shapes(folder: Path, model, tensors: dict[str, torch.Tensor]) -> None:
+    """Names the first tensor of another shape: load_state_dict raises one traceback line per tensor."""
+    own = model.state_dict()
+    for name, tensor in tensors.items():
+        if name in own and own[name].shape != tensor.shape:
+            there, here = ("x".join(map(str, t.shape)) for t in (tensor, own[name]))
+            raise CheckpointError(f"{folder}: the weights do not fit the model ({name} is {there} there, {here} "
+                                  "here); resume with the model_name_or_path of the run that wrote it")
 
 
 def _is_tied(model, name: str, loaded: dict[str, torch.Tensor]) -> bool:

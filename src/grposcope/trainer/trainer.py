@@ -25,7 +25,7 @@ from ..errors import InputTypeError, NonFiniteError
 from ..files import check_writable
 from ..logging.backends import METRICS_FILE
 from ..rollout import SamplingParams
-from . import checkpoint
+from . import checkpoint, resume_checks
 from .config import GRPOConfig
 from .drawer import Drawer, TrainerState
 from .evaluation import evaluate
@@ -470,7 +470,7 @@ class GRPOTrainer:
         """Loads the checkpoint `spec` names into this trainer; returns its step and what to tell the user."""
         notes = _leftovers(checkpoint.remove_unfinished(self.args.output_dir))  # a run killed while saving
         folder = checkpoint.resolve(spec, self.args.output_dir)
-        info = checkpoint.read_info(folder)
+        info = resume_checks.checked_info(folder, self.model, self.max_steps, self.args)  # fits, or raises
         notes += checkpoint.check_resumable(info, self.args.to_dict(), checkpoint.fingerprint(self.stream.examples))
         if self._metrics_bytes() < info["metrics_offset"]:
             notes.append(f"{METRICS_FILE} is shorter than when {folder.name} was written: lines of the steps "
