@@ -107,3 +107,26 @@ def test_a_nested_key_given_twice_is_named_too(tmp_path):
     path.write_text("generation_kwargs:\n  min_new_tokens: 1\n  min_new_tokens: 2\n")
     with pytest.raises(ValueError, match=r"min_new_tokens is given twice \(lines 2 and 3\)"):
         read_yaml(path)
+def test_a_held_out_split_short_of_distinct_prompts_is_noted():
+    from grposcope.data.split import split_examples
+
+    same = [{"prompt": "What is 1 + 1 ?", "answer": "2", "level": 1}] * 50
+    other = [{"prompt": f"What is {i} + 0 ?", "answer": str(i), "level": 2} for i in range(10)]
+    with pytest.warns(UserWarning) as caught:
+        train, held_out = split_examples(same + other, 5, seed=0)
+    assert len(held_out) == 2  # level 1's share is 4 prompts, and it has 1 distinct one
+    messages = [str(w.message) for w in caught]
+    assert messages == ["eval_size=5, but the held-out split holds 2 prompts: the 60 examples hold 11 distinct "
+                        "prompts, and level 1 (50 examples) has 1 distinct prompt for its share of 4 (each level "
+                        "keeps its share, and a prompt is held out once); give more distinct prompts, or lower "
+                        "eval_size"]
+
+
+def test_a_held_out_split_that_holds_its_size_says_nothing(recwarn):
+    from grposcope.data.split import split_examples
+
+    examples = [{"prompt": f"What is {i} + 0 ?", "answer": str(i)} for i in range(20)] * 3
+    _, held_out = split_examples(examples, 5, seed=0)
+    assert len(held_out) == 5 and not [w for w in recwarn if issubclass(w.category, UserWarning)]
+
+

@@ -54,7 +54,25 @@ def split_examples(
             held_out_all.update(group)
     train = [ex for i, ex in enumerate(examples) if i not in held_out_all]
     held_out = [ex for i, ex in enumerate(examples) if i in first_copies]
+    if len(held_out) < eval_size:
+        _warn_short_split(eval_size, len(held_out), len(examples), distinct, strata, sizes, quotas)
     return train, held_out
+
+
+def _warn_short_split(eval_size: int, held: int, total: int, distinct: int, strata: dict[Any, list[list[int]]],
+                      sizes: dict[Any, int], quotas: dict[Any, int]) -> None:
+    """The held-out split is smaller than asked: a level (a file's copies of one prompt, say) has fewer
+    distinct prompts than its share. Said, since held-out figures from 2 prompts are not those from 5."""
+    import warnings
+
+    def prompts(n: int) -> str:
+        return f"{n} distinct prompt{'s' if n != 1 else ''}"
+
+    short = [f"level {level} ({sizes[level]} examples) has {prompts(len(groups))} for its share of {quotas[level]}"
+             for level, groups in strata.items() if len(groups) < quotas[level]]
+    warnings.warn(f"eval_size={eval_size}, but the held-out split holds {held} prompts: the {total} examples hold "
+                  f"{prompts(distinct)}, and {', '.join(short)} (each level keeps its share, and a prompt is held "
+                  "out once); give more distinct prompts, or lower eval_size", UserWarning, stacklevel=3)
 
 
 def _groups_by_level(examples: list[dict[str, Any]]) -> dict[Any, list[list[int]]]:
