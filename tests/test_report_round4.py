@@ -111,3 +111,18 @@ def test_a_step_that_goes_back_to_a_new_step_is_sorted_in(tmp_path):
     run = load_run(tmp_path / "run")
     assert run.steps == [1, 2, 3, 4, 5, 6] and list(run.values("loss")) == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
     assert any("step goes back from 5 to 3 at line 4: two runs" in n for n in run.notes), run.notes
+
+
+def test_report_of_one_run_given_twice_reads_it_once(tmp_path, monkeypatch):
+    import shutil
+
+    shutil.copytree(FIXTURES / "quickstart", tmp_path / "run")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["report", "run", "./run/", str(tmp_path / "run"), "--out", "r"])
+    assert result.exit_code == 0, result.output
+    assert "note: run: run given three times (also as " + str(tmp_path / "run") + "): read once" in \
+        _notes(result.output), result.output
+    report = (tmp_path / "r" / "report.md").read_text()
+    assert report.count("| run | grposcope | 20 |") == 1 and "1 run(s)" in report, report
+    result = CliRunner().invoke(app, ["report", "run", "run", "--out", "r2"])
+    assert "note: run: run given twice: read once" in _notes(result.output), result.output

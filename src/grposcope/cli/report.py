@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Any, List, Optional
 
@@ -54,13 +55,15 @@ def report_command(
         if success_threshold is not None and not math.isfinite(success_threshold):
             raise ValueError(f"--success_threshold must be a finite number (a reward), got {success_threshold}")
         paths, skipped = readable(runs, expand_runs)
+        paths, again = unique_runs(paths)
         check_out(out, overwrite)
         from ..reports.render import build_report
         from ..reports.runs import ReadOptions, load_run
 
         options = ReadOptions(success_threshold, entropy_floor, kl_bound)
         named = dict(zip(paths, run_names(paths)))
-        loaded, unread = readable(paths, lambda one: [load_run(one[0], named[one[0]], options)])
+        loaded, unread = readable(paths, lambda one: [noted(load_run(one[0], named[one[0]], options),
+                                                                again.get(one[0], []))])
         for run in loaded:
             typer.echo(terminal_safe(f"{run.name}: read {run.found}"))
         report = _build_or_leave_none(out, lambda: build_report(loaded, out, regress, entropy_floor, kl_bound,
@@ -121,6 +124,31 @@ def expand_runs(paths: list[Path]) -> list[Path]:
                                     "run folders")
         found += inner
     return list(dict.fromkeys(found))
+
+
+def unique_runs(paths: list[Path]) -> tuple[list[Path], dict[Path, list[str]]]:
+    """Each run once, by its real path (`RUN RUN`, `RUN ./RUN/`, a link to RUN: every step would count twice);
+    the first spelling kept, with a note for each run given again."""
+    first: dict[str, Path] = {}
+    others: dict[Path, list[Path]] = {}
+    for path in paths:
+        real = os.path.realpath(path)
+        if real in first:
+            others.setdefault(first[real], []).append(path)
+        else:
+            first[real] = path
+    notes = {}
+    for path, again in others.items():
+        times = {1: "twice", 2: "three times"}.get(len(again), f"{len(again) + 1} times")
+        spellings = [str(p) for p in again if str(p) != str(path)]
+        also = f" (also as {', '.join(dict.fromkeys(spellings))})" if spellings else ""
+        notes[path] = [f"{path} given {times}{also}: read once"]
+    return list(first.values()), notes
+
+
+def noted(run: Any, notes: list[str]) -> Any:
+    run.notes[:0] = notes
+    return run
 
 
 def run_names(paths: list[Path]) -> list[str]:
