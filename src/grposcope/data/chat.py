@@ -12,8 +12,10 @@ from typing import Any
 
 from ..errors import InputTypeError
 from ..rewards.extract import completion_text  # noqa: F401  (re-exported: one definition)
+from .time_limit import TimeLimitExceeded, time_limit
 
 Prompt = str | list[dict[str, str]]
+TEMPLATE_SECONDS = 5.0  # one prompt's rendering; a chat template takes well under a millisecond
 
 
 def is_conversational(example: Mapping[str, Any] | Prompt) -> bool:
@@ -42,7 +44,12 @@ def render_prompt(prompt: Prompt, tokenizer: Any) -> str:
             "`tokenizer.chat_template`, use an instruct model's tokenizer, or pass prompts as plain strings"
         )
     try:
-        return tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+        with time_limit(TEMPLATE_SECONDS):  # a template is a program: one that loops for hours is stopped
+            return tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+    except TimeLimitExceeded:
+        raise ValueError(f"the tokenizer's chat template took more than {TEMPLATE_SECONDS:g} s to render one "
+                         "prompt (a loop that never ends, or nested loops over huge ranges?); it was stopped; fix "
+                         f"the template ({_template_source(tokenizer)}) or use another model's tokenizer") from None
     except Exception as err:  # jinja's errors (imported lazily by transformers): a template's, named in one line
         if not type(err).__module__.startswith("jinja2"):
             raise

@@ -299,11 +299,31 @@ def load_local_tokenizer(path: str | Path, *, trust_remote_code: bool = False) -
 
     try:
         return AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code, local_files_only=True)
-    except (OSError, ValueError) as err:
-        raise ValueError(
-            f"no usable tokenizer in {path} ({err}); save it there with tokenizer.save_pretrained(path) "
-            "or pass tokenizer= to load_model"
-        ) from err
+    except Exception as err:  # noqa: BLE001 (a damaged file gives KeyError, tokenizers' bare Exception, ...)
+        raise ValueError(_tokenizer_problem(Path(path), err)) from err
+
+
+def _tokenizer_problem(path: Path, err: Exception) -> str:
+    """The tokenizer file that fails and why, in one line: transformers' own error names no file (a
+    tokenizer.json of `{}` ends in `KeyError: 'added_tokens'`)."""
+    file = path / "tokenizer.json"
+    if file.is_file():
+        import tokenizers
+
+        try:
+            tokenizers.Tokenizer.from_file(str(file))
+        except Exception as bad:  # noqa: BLE001 (tokenizers raises a bare Exception)
+            return (f"{file} is not a tokenizer transformers can read ({_one_line(bad)}); copy the model's "
+                    "tokenizer files again, or save them there with tokenizer.save_pretrained(path)")
+    return (f"no usable tokenizer in {path} ({_one_line(err)}); save it there with tokenizer.save_pretrained(path) "
+            "or pass tokenizer= to load_model")
+
+
+def _one_line(err: BaseException, limit: int = 200) -> str:
+    text = " ".join(str(err).split())
+    if isinstance(err, KeyError) or not text:  # KeyError('added_tokens') reads as 'added_tokens' alone
+        text = f"{type(err).__name__}: {text}"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _local_folder(source: str) -> Path | None:

@@ -59,6 +59,8 @@ def build_run(args: GRPOConfig, model, reward_funcs, train_dataset, eval_dataset
     geometry = geometry_for(args)  # before anything slow: a bad batch geometry fails at once
     train, evals, task_rewards = load_examples(args, train_dataset, eval_dataset)  # bad data too
     check_memory(args, geometry, model if model is not None else args.model_name_or_path, train)  # and a step too big
+    if model is None:
+        check_model_folder(args.model_name_or_path)  # a damaged final model or checkpoint, as eval checks it
     model, tokenizer = load_model(
         model if model is not None else args.model_name_or_path,
         tokenizer=processing_class,
@@ -97,6 +99,27 @@ def build_run(args: GRPOConfig, model, reward_funcs, train_dataset, eval_dataset
     return Run(model, tokenizer, reference_policy(args, model), geometry, PromptStream(train, args.seed),
                train, evals, scorer, make_estimator(args), make_sampler(args), build(args, "policy_loss"), backend,
                rollout_copy, rollout_backend, optimizer, scheduler, logger_factory)
+
+
+def check_model_folder(spec: str) -> None:
+    """A model folder grposcope wrote (a run's final model, a checkpoint) is checked against its manifest
+    before it is trained from: a flipped bit in its weights would otherwise train to the end without a word."""
+    import warnings
+
+    from .run_folder import MANIFEST, latest_checkpoint, verify
+
+    folder = Path(spec).expanduser()
+    if not (folder / MANIFEST).is_file():
+        return  # the embedded model, a hub id, a Hugging Face folder: nothing to check against
+    problem = verify(folder, resumable=False)
+    if problem is None:
+        return
+    with warnings.catch_warnings():  # the folders it passes over are not this run's concern
+        warnings.simplefilter("ignore")
+        newest = latest_checkpoint(folder.parent)
+    fix = f"train from the newest good checkpoint beside it, {newest}" if newest not in (None, folder) else \
+        "save it again from where it came from"
+    raise ValueError(f"--model_name_or_path {spec} is damaged: {problem}; copy it again, or {fix}")
 
 
 def check_output_dir(args: GRPOConfig) -> list[str]:
