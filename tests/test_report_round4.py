@@ -126,3 +126,21 @@ def test_report_of_one_run_given_twice_reads_it_once(tmp_path, monkeypatch):
     assert report.count("| run | grposcope | 20 |") == 1 and "1 run(s)" in report, report
     result = CliRunner().invoke(app, ["report", "run", "run", "--out", "r2"])
     assert "note: run: run given twice: read once" in _notes(result.output), result.output
+
+
+def test_forecast_from_a_stock_trl_run_names_nan_in_its_trainer_state(tmp_path):
+    pq = __import__("pytest").importorskip("pyarrow.parquet")
+    import pyarrow as pa
+
+    run = tmp_path / "trl"
+    (run / "completions").mkdir(parents=True)
+    rewards = [1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0]
+    pq.write_table(pa.table({"step": [1] * 8, "prompt": ["a"] * 4 + ["b"] * 4, "completion": ["x"] * 8,
+                             "f": rewards, "advantage": [0.0] * 8}), run / "completions" / "completions_00001.parquet")
+    state = {"log_history": [{"step": 1, "loss": math.nan, "reward": 0.375, "rewards/f/mean": 0.375}]}
+    (run / "trainer_state.json").write_text(json.dumps(state))
+    result = CliRunner().invoke(app, ["forecast", "--from_run", str(run), "--steps", "1", "--group_sizes", "2,4",
+                                      "--budget", "8", "--mc_groups", "20"])
+    assert result.exit_code == 0, result.output
+    assert f"note: {run / 'trainer_state.json'}: 1 value NaN or infinite (loss at step 1): shown as not logged" in \
+        " ".join(result.output.split()), result.output

@@ -177,11 +177,14 @@ class _Reader:
             out.series = {k: array("d", (c[i] for i in order)) for k, c in out.series.items()}
 
 
+NOT_LOGGED, AS_NUMBERS = "shown as not logged", "read as 1/0"
+VALUE_NOTE_ENDS = (f"): {NOT_LOGGED}", f"): {AS_NUMBERS}")  # how value_notes' notes end, to pick them out
+
+
 def value_notes(path: Path, nonfinite: dict[str, list[int]], flags: dict[str, list[int]]) -> list[str]:
     """One note per kind: the values a file logged as NaN or infinite, and as true / false."""
     notes = []
-    for where, what, shown in ((nonfinite, "NaN or infinite", "shown as not logged"), (flags, "true/false",
-                                                                                       "read as 1/0")):
+    for where, what, shown in ((nonfinite, "NaN or infinite", NOT_LOGGED), (flags, "true/false", AS_NUMBERS)):
         count = sum(len(steps) for steps in where.values())
         if count:
             notes.append(f"{path}: {count} value{'s' if count > 1 else ''} {what} ({_where(where)}): {shown}")

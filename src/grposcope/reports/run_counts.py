@@ -114,10 +114,10 @@ def _last_rollouts(folder: Path, kind: str, steps: int) -> Any:
     from .rollouts import read_trl, read_verl, trl_files, verl_files
     from .runs import trl_reward_names
 
-    names = None
+    names, state_notes = None, []
     if kind == "trl":
         files = trl_files(folder)
-        names = trl_reward_names(folder) if files else None
+        names = trl_reward_names(folder, state_notes) if files else None
         read = partial(read_trl, folder, names)
     else:
         files, read = verl_files(folder), partial(read_verl, folder)
@@ -134,6 +134,7 @@ def _last_rollouts(folder: Path, kind: str, steps: int) -> Any:
         raise ValueError(f"--from_run {folder}: no group could be read from the rollout files; "
                          + "; ".join(rollouts.notes[:3]))
     rollouts.steps = rollouts.steps[-steps:]
+    rollouts.notes[:0] = state_notes
     return rollouts
 
 

@@ -230,12 +230,20 @@ def _stock_trl_run(path: Path, name: str, options: ReadOptions) -> Run:
     return run
 
 
-def trl_reward_names(folder: Path) -> list[str] | None:
+def trl_reward_names(folder: Path, notes: list[str] | None = None) -> list[str] | None:
     """The reward function names of the TRL run in `folder`, from the `rewards/<name>/mean` its log_history
     logged; None before TRL saved a trainer_state.json (then every numeric column of its completion files but
-    step and advantage is read as a reward function's, as `_stock_trl_run` does)."""
+    step and advantage is read as a reward function's, as `_stock_trl_run` does). `notes` gets what the log's
+    values needed said (NaN, true/false: metric_columns.value_notes)."""
+    from .metric_columns import VALUE_NOTE_ENDS
+
     state = _trainer_state(folder)
-    return _reward_names(_trl_run(state, folder.name)) if state is not None else None
+    if state is None:
+        return None
+    run = _trl_run(state, folder.name)
+    if notes is not None:
+        notes += [note for note in run.notes if note.endswith(VALUE_NOTE_ENDS)]
+    return _reward_names(run)
 
 
 def _reward_names(run: Run) -> list[str] | None:
