@@ -32,3 +32,68 @@ def test_lower_layers_import_nothing_above_them(code, forbidden):
     loaded = modules_loaded_by(code)
     assert "torch" in loaded or code == "import grposcope.integrations"  # that one is a namespace, no code
     assert not [m for m in forbidden if m in loaded], [m for m in forbidden if m in loaded]
+
+
+def _module_imports(src) -> dict[str, set[str]]:
+    """grposcope's modules -> the grposcope modules each imports when it is imported (module level, not under
+    TYPE_CHECKING; an import inside a function runs later, when both modules are loaded)."""
+    import ast
+    from pathlib import Path
+
+    files = {}
+    for path in (Path(src) / "grposcope").rglob("*.py"):
+        parts = path.relative_to(src).with_suffix("").parts
+        files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        found, todo = set(), list(ast.parse(path.read_text()).body)
+        while todo:
+            node = todo.pop()
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                continue
+            if isinstance(node, (ast.If, ast.Try)):
+                todo += node.body + node.orelse + getattr(node, "finalbody", [])
+                todo += [n for h in getattr(node, "handlers", []) for n in h.body]
+            elif isinstance(node, ast.Import):
+                found |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else [])) \
+                    if node.level else node.module
+                found |= {f"{base}.{a.name}" if f"{base}.{a.name}" in files else base for a in node.names}
+        graph[name] = {m for m in found if m in files and m != name}
+    return graph
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    """Registration needs no circle: a family's registry imports its entries' modules on the first lookup
+    (core.registry), so no registry module imports its entries at its bottom and is imported back."""
+    from pathlib import Path
+
+    graph = _module_imports(Path(__file__).resolve().parents[1] / "src")
+    assert len(graph) > 100
+    circles = []
+    for start in graph:  # a path from a module back to itself
+        todo, seen = [(start, (start,))], set()
+        while todo:
+            node, path = todo.pop()
+            for nxt in graph[node]:
+                if nxt == start:
+                    circles.append(" -> ".join(path + (start,)))
+                elif nxt not in seen:
+                    seen.add(nxt)
+                    todo.append((nxt, path + (nxt,)))
+    assert circles == []
+
+
+@pytest.mark.parametrize("first", ["grposcope.sampling.budgeted", "grposcope.core.cispo", "grposcope.rollout.hf",
+                                   "grposcope.sampling.registry"])
+def test_a_familys_entries_do_not_depend_on_what_was_imported_first(first):
+    code = (f"import {first}\n"
+            "from grposcope.sampling import SAMPLERS\nfrom grposcope.core.losses import POLICY_LOSSES\n"
+            "from grposcope.rollout import ROLLOUTS\n"
+            "print(SAMPLERS.names_in('grposcope'), POLICY_LOSSES.names_in('grposcope'), ROLLOUTS.names())")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[0] == (
+        "['fixed', 'dynamic', 'reinforce_ada', 'budgeted'] ['grpo', 'cispo', 'gspo'] ['transformers']")

@@ -17,7 +17,8 @@ from __future__ import annotations
 import torch
 
 from ._tensors import masked_mean
-from .losses import POLICY_LOSSES, aggregate, per_sequence
+from .loss_registry import POLICY_LOSSES
+from .losses import aggregate, per_sequence
 from .registry import Option
 
 

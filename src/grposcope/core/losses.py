@@ -15,7 +15,8 @@ from __future__ import annotations
 import torch
 
 from ._tensors import map_rows, masked_mean, weighted_sum
-from .registry import Option, Registry
+from .loss_registry import POLICY_LOSSES
+from .registry import Option
 
 # Rows of (V,) logits per chunk: 64 x 49152 floats (12 MB) stay near the cache; with 256 rows the forward and
 # backward of 1024 rows took 0.7 s instead of 0.35 s here (bench/step.py's shapes, 2 cores).
@@ -217,8 +218,6 @@ def policy_loss(
 # An entry is built once per run from its options and called on every micro-batch; the aggregation and the
 # batch counts are the run's, so that the KL and entropy terms, aggregated the same way, add to any entry.
 
-POLICY_LOSSES: Registry = Registry("policy loss")
-
 
 @POLICY_LOSSES.register("grpo", options=[
     Option("epsilon", "grpo loss: lower clip range of the ratio (PPO)."),
@@ -329,5 +328,3 @@ def overlong_penalty(lengths: torch.Tensor, max_completion_length: int, cache_le
     over = (lengths.float() - free) / cache_length  # (N,) > 0 inside the cache zone
     return -over.clamp(min=0.0, max=1.0)
 
-
-from . import cispo, gspo  # noqa: E402,F401  (register the policy losses beyond grpo)

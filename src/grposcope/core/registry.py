@@ -14,6 +14,7 @@ table; no host keeps its own list.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import typing
 import warnings
@@ -67,12 +68,25 @@ class Registry(Generic[T]):
     ...     def __init__(self, scale_rewards: str = "group"): ...
     """
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, entry_modules: Iterable[str] = ()) -> None:
+        """`entry_modules`: the modules whose import registers the family's own entries, imported on the first
+        lookup. The registry's module imports none of them, and they import it: no circle, and no entry depends
+        on which module a program happened to import first. Their order is the order tables list them in."""
         self.kind = kind
         self._entries: dict[str, Callable[..., T]] = {}
         self._options: dict[str, tuple[Option, ...]] = {}
         self._reads: dict[str, tuple[str, ...]] = {}
         self._hosts: dict[str, tuple[str, ...]] = {}
+        self._entry_modules = tuple(entry_modules)
+        self._loaded = not self._entry_modules
+
+    def _load(self) -> None:
+        """Imports the entry modules once, before the first lookup."""
+        if self._loaded:
+            return
+        self._loaded = True  # first: an entry module that looks an entry up while it loads does not recurse
+        for module in self._entry_modules:
+            importlib.import_module(module)
 
     def register(self, name: str, options: Iterable[Option] = (), reads: Iterable[str] = (),
                  hosts: Iterable[str] = ("grposcope",)) -> Callable[[Callable[..., T]], Callable[..., T]]:
@@ -98,6 +112,7 @@ class Registry(Generic[T]):
         return decorator
 
     def get(self, name: str) -> Callable[..., T]:
+        self._load()
         try:
             return self._entries[name]
         except KeyError:
@@ -156,7 +171,16 @@ class Registry(Generic[T]):
         """The entries that run in `host`, in the order they were registered."""
         if host not in HOSTS:
             raise ValueError(f"unknown host {host!r}; known: {', '.join(HOSTS)}")
-        return [name for name in self._entries if host in self._hosts[name]]
+        return [name for name in self.ordered() if host in self._hosts[name]]
+
+    def ordered(self) -> list[str]:
+        """Every entry, the family's own in the order of `entry_modules` (each module's in the order it
+        registers them), then others in the order they were registered: the same order whichever module was
+        imported first."""
+        self._load()
+        rank = {module: i for i, module in enumerate(self._entry_modules)}
+        names = list(self._entries)
+        return sorted(names, key=lambda n: rank.get(getattr(self._entries[n], "__module__", ""), len(rank)))
 
     def default(self, name: str, option: Option) -> tuple[Any, Any]:
         """The default and the type of `option` of entry `name`: its keyword's in the entry's signature."""
@@ -173,9 +197,11 @@ class Registry(Generic[T]):
                 or keyword in RENAMED.get((self.kind, name), {}))
 
     def names(self) -> list[str]:
+        self._load()
         return sorted(self._entries)
 
     def __contains__(self, name: object) -> bool:
+        self._load()
         return name in self._entries
 
     def __iter__(self):

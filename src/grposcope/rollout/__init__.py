@@ -6,11 +6,7 @@
 
 from __future__ import annotations
 
-from ..core.registry import Registry
 from .base import Rollout, RolloutBackend, SamplingParams
-
-ROLLOUTS: Registry[RolloutBackend] = Registry("rollout backend")
-
-from . import hf  # noqa: E402,F401  (register the backend)
+from .registry import ROLLOUTS
 
 __all__ = ["ROLLOUTS", "Rollout", "RolloutBackend", "SamplingParams"]

@@ -6,12 +6,12 @@ import dataclasses
 
 import torch
 
-from . import ROLLOUTS
 from .base import Rollout, RolloutBackend, SamplingParams, completion_mask, concat
 from .decode import decode
 from .kv_cache import reserve, reserved_cache
 from .model_defaults import ModelDefaults
 from .options import check_generation_kwargs
+from .registry import ROLLOUTS
 
 OWN_LOOP_KWARGS = {"min_new_tokens"}  # the generation_kwargs rollout.decode applies itself
 

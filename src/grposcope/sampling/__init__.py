@@ -9,10 +9,8 @@ Depends on torch only (and core); the trainer and the collapse simulator hand in
 
 from __future__ import annotations
 
-from ..core.registry import Registry
 from .base import DrawFn, MorePrompts, Sampler, ScoredDraw, Selection, example_key, informative
-
-SAMPLERS: Registry[Sampler] = Registry("sampler")
+from .registry import SAMPLERS
 
 
 def make(name: str, **params) -> Sampler:
@@ -39,15 +37,6 @@ def pool_pairing(sampler: str, estimator: str) -> str | None:
                 f"{estimator!r} ignores it: Reinforce-Ada's baseline is the pool's mean (advantage_estimator='pool')")
     return None
 
-
-# Registered in the order forecasts and tables list them (SAMPLERS.names_in): the baseline first, grposcope's
-# own last. Each declares the trainers it runs in (`hosts`, docs/integrations.md "What runs where").
-# isort: off
-from . import fixed  # noqa: E402,F401
-from . import dynamic  # noqa: E402,F401
-from . import reinforce_ada  # noqa: E402,F401
-from . import budgeted  # noqa: E402,F401
-# isort: on
 
 __all__ = ["SAMPLERS", "DrawFn", "ScoredDraw", "MorePrompts", "Sampler", "Selection", "informative", "make",
            "example_key", "pool_pairing"]

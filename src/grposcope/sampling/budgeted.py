@@ -26,7 +26,6 @@ from typing import Any
 import torch
 
 from ..core.registry import Option
-from . import SAMPLERS
 from .base import (
     READS,
     DrawFn,
@@ -39,6 +38,7 @@ from .base import (
     pick,
     sample_numbers,
 )
+from .registry import SAMPLERS
 
 
 def p_mixed(a: torch.Tensor, b: torch.Tensor, g: int) -> torch.Tensor:

@@ -17,8 +17,8 @@ import torch
 
 from ..core.registry import Option
 from ..errors import RunError
-from . import SAMPLERS
 from .base import READS, DrawFn, MorePrompts, Sampler, Selection, accounting, informative, pick, sample_numbers
+from .registry import SAMPLERS
 
 SHORTFALL = ("train", "error")
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import SAMPLERS
 from .base import READS, DrawFn, MorePrompts, Sampler, Selection, accounting, sample_numbers
+from .registry import SAMPLERS
 
 
 @SAMPLERS.register("fixed", reads=READS, hosts=("grposcope", "trl", "verl"))

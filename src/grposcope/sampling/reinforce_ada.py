@@ -23,8 +23,8 @@ import torch
 
 from ..core.advantages import pool_stats
 from ..core.registry import Option
-from . import SAMPLERS
 from .base import READS, DrawFn, MorePrompts, Sampler, Selection, accounting, pick, sample_numbers
+from .registry import SAMPLERS
 
 EXIT_RULES = ("pos", "balance")
 
