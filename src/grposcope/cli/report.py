@@ -176,13 +176,14 @@ def check_out(out: Path, overwrite: bool) -> None:
 
 
 def _build_or_leave_none(out: Path, build: Any) -> Any:
-    """`build()`; when it fails (a full disk), the report files it wrote are removed: a rerun would refuse them
-    as an existing report. Those there before (--overwrite) are left as they are."""
-    before = {name for name in REPORT_FILES if (out / name).exists()}
+    """`build()`; when it fails (a full disk), the report files and plots it wrote are removed: a rerun would
+    refuse the files as an existing report, and the plots hold the room it needs. Those there before
+    (--overwrite) are left as they are."""
+    before = {p.name for p in out.glob("*.png")} | {name for name in REPORT_FILES if (out / name).exists()}
     try:
         return build()
     except BaseException:
-        for name in set(REPORT_FILES) - before:
+        for name in ({p.name for p in out.glob("*.png")} | set(REPORT_FILES)) - before:
             (out / name).unlink(missing_ok=True)
         raise
 
