@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import signal
+import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import typer
 import typer.core
@@ -41,27 +44,69 @@ def train(
 
     _console_logging()
     args = None
+    with _stop_on_signals():
+        try:
+            overrides = parse_overrides(ctx.args)
+            values: dict[str, Any] = {}
+            if preset_name or (config is None and not overrides):
+                values.update(preset(preset_name or "quickstart"))
+            if config is not None:
+                values.update(read_yaml(config))
+            values.update(overrides)
+            if resume:
+                values["resume_from_checkpoint"] = True
+            args = GRPOConfig.from_dict(coerce_all(values))
+            GRPOTrainer(args=args).train()
+        except USER_ERRORS as err:
+            exit_ = fail(err)
+            if not _says_its_own_way_on(err):
+                _say_how_to_resume(args)
+            raise exit_ from None
+        except KeyboardInterrupt:
+            raise _stopped("interrupted (Ctrl-C)", args, signal.SIGINT) from None
+        except _Stopped as stop:
+            raise _stopped(f"stopped by {stop.signal.name}", args, stop.signal) from None
+
+
+class _Stopped(BaseException):
+    """SIGTERM (a job scheduler, `kill`, a sweep ending a run) or SIGHUP (the terminal closed) during a run: it
+    ends as Ctrl-C does. A BaseException, so that no `except Exception` on the way takes it for an error."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signal = signal.Signals(signum)
+
+
+@contextmanager
+def _stop_on_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise _Stopped in the run (the main thread) instead of ending the process without a
+    word. The first stop signal makes the next ones (Ctrl-C too) do nothing, so that the run's files are
+    closed and the way to resume is printed; the handlers from before come back at the end."""
+    kinds = [getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n)]
+
+    def stop(signum: int, frame: Any) -> None:
+        for kind in [*kinds, signal.SIGINT]:
+            signal.signal(kind, lambda *_: None)  # not SIG_IGN: a process started later would inherit it
+        raise _Stopped(signum)
+
+    if threading.current_thread() is not threading.main_thread():  # signal.signal works in the main thread only
+        yield
+        return
+    previous = {kind: signal.getsignal(kind) for kind in [*kinds, signal.SIGINT]}  # Ctrl-C: as it was
+    for kind in kinds:
+        signal.signal(kind, stop)
     try:
-        overrides = parse_overrides(ctx.args)
-        values: dict[str, Any] = {}
-        if preset_name or (config is None and not overrides):
-            values.update(preset(preset_name or "quickstart"))
-        if config is not None:
-            values.update(read_yaml(config))
-        values.update(overrides)
-        if resume:
-            values["resume_from_checkpoint"] = True
-        args = GRPOConfig.from_dict(coerce_all(values))
-        GRPOTrainer(args=args).train()
-    except USER_ERRORS as err:
-        exit_ = fail(err)
-        if not _says_its_own_way_on(err):
-            _say_how_to_resume(args)
-        raise exit_ from None
-    except KeyboardInterrupt:
-        typer.secho("interrupted (Ctrl-C)", fg="red", err=True)
-        _say_how_to_resume(args, interrupted=True)
-        raise typer.Exit(130) from None  # 128 + SIGINT, as a shell reports it
+        yield
+    finally:
+        for kind, handler in previous.items():
+            signal.signal(kind, handler)
+
+
+def _stopped(line: str, args: Any, signum: int) -> typer.Exit:
+    """What Ctrl-C, SIGTERM and SIGHUP all print: why the run stopped, its last checkpoint, how to resume."""
+    typer.secho(line, fg="red", err=True)
+    _say_how_to_resume(args, interrupted=True)
+    return typer.Exit(128 + signum)  # as a shell reports a process ended by the signal: 130 for Ctrl-C
 
 
 def _says_its_own_way_on(err: BaseException) -> bool:
