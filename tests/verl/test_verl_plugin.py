@@ -160,9 +160,11 @@ def test_reimport_keeps_the_registered_functions_and_a_foreign_name_fails(monkey
 def test_untested_verl_version_is_refused(monkeypatch):
     from importlib import metadata
 
+    from grposcope.integrations import verl_run
+
     monkeypatch.setattr(metadata, "version", lambda name: "0.10.0")
     with pytest.raises(ImportError, match="tested with verl 0.9.1 only, found verl 0.10.0"):
-        plugin._require_verl()
+        verl_run.require_verl()
 
 
 @pytest.mark.parametrize("section, message", [

@@ -63,7 +63,7 @@ import torch
 from ..core.advantages import PoolStats, pool_stats
 from ..core.diagnostics import CollapseMonitor, alarm_window
 from ..sampling import SAMPLERS, Sampler, ScoredDraw, Selection, pool_pairing
-from . import verl as plugin  # first: it checks verl's version (and registers the estimators)
+from . import verl_run as plugin  # first: it checks verl's version
 from .verl_groups import PAD_PREFIX, Groups, monitored
 
 # isort: split

@@ -22,7 +22,7 @@ import os
 from types import ModuleType
 from typing import Any
 
-from . import verl as plugin
+from . import verl_run as plugin
 
 TRAINER = "verl.trainer.ppo.v1.trainer_base"  # PPOTrainer, the base of verl's v1 trainers
 

@@ -52,7 +52,7 @@ import torch
 
 from ..core.diagnostics import CollapseMonitor, alarm_window
 from ..sampling import Sampler, ScoredDraw, Selection
-from . import verl as _registration  # noqa: F401  first: it checks verl's version (and registers the estimators)
+from . import verl_run as _checked  # noqa: F401  first: it checks verl's version
 from .verl_groups import monitored
 from .verl_sampling import SamplerState, SamplerStep, prompt_key, prompt_pools, record
 
