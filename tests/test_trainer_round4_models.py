@@ -69,3 +69,9 @@ def test_train_refuses_a_damaged_final_model_as_its_model(tmp_path, tiny_model_d
     assert line == (f"error: --model_name_or_path {out / 'model'} is damaged: model.safetensors does not match its "
                     "checksum (corrupted); copy it again, or train from the newest good checkpoint beside it, "
                     f"{out / 'checkpoint-2'}")
+    from grposcope.trainer import GRPOConfig, GRPOTrainer
+
+    args = GRPOConfig(output_dir=str(tmp_path / "lib"), dataset_name="arithmetic:easy", dataset_size=8, eval_size=0,
+                      num_generations=2, per_device_train_batch_size=2, max_completion_length=4, max_steps=1)
+    with pytest.raises(ValueError, match=r"model is damaged: model.safetensors does not match its checksum"):
+        GRPOTrainer(model=out / "model", args=args)  # the same check for a path given to the trainer itself

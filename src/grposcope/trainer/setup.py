@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,8 +60,9 @@ def build_run(args: GRPOConfig, model, reward_funcs, train_dataset, eval_dataset
     geometry = geometry_for(args)  # before anything slow: a bad batch geometry fails at once
     train, evals, task_rewards = load_examples(args, train_dataset, eval_dataset)  # bad data too
     check_memory(args, geometry, model if model is not None else args.model_name_or_path, train)  # and a step too big
-    if model is None:
-        check_model_folder(args.model_name_or_path)  # a damaged final model or checkpoint, as eval checks it
+    spec = args.model_name_or_path if model is None else model
+    if isinstance(spec, (str, os.PathLike)):
+        check_model_folder(os.fspath(spec))  # a damaged final model or checkpoint, as eval checks it
     model, tokenizer = load_model(
         model if model is not None else args.model_name_or_path,
         tokenizer=processing_class,
