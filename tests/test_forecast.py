@@ -160,6 +160,41 @@ def test_fit_budget_shrinks_the_batch_of_samplers_that_overspend():
     assert (dyn.prompts_per_step, dyn.samples_per_step) == (1, pytest.approx(7.0))
 
 
+def test_a_sampler_registered_from_outside_is_in_the_forecasts_lists(monkeypatch):
+    from grposcope.sampling import SAMPLERS
+    from grposcope.sampling.base import READS
+    from grposcope.sampling.fixed import Fixed
+
+    assert (fc.CLOSED_FORM, fc.PER_PROMPT) == (("fixed", "dynamic"), ("fixed", "reinforce_ada"))
+    SAMPLERS.names()  # the package's samplers, registered before the copies below are taken
+    for private in ("_entries", "_options", "_reads", "_hosts"):  # copies, restored after the test
+        monkeypatch.setattr(SAMPLERS, private, dict(getattr(SAMPLERS, private)))
+
+    @SAMPLERS.register("one_each", reads=READS)
+    class OneEach(Fixed):  # fixed's draw, declared per prompt and not closed form
+        closed_form = False
+        per_prompt = True
+
+    assert fc.per_prompt_samplers() == fc.PER_PROMPT == ("fixed", "reinforce_ada", "one_each")
+    assert fc.closed_form_samplers() == ("fixed", "dynamic")
+    # per prompt: an overspending batch is cut as reinforce_ada's is, 128 samples for 16 prompts -> 8 for 64
+    fit = fc.fit_budget(fc.SamplerCost("one_each", 4, 16, 128.0, 12.0, "Monte Carlo"), 64, acr=0.5)
+    assert (fit.prompts_per_step, fit.samples_per_step, fit.informative_per_step) == (8, 64.0, 6.0)
+    # not closed form: run by Monte Carlo (on MC_BATCH prompts, scaled back to B = 16 // 4 = 4: 4 x 4 samples)
+    result = fc.forecast(COUNTS, [4], budget=16, samplers=["fixed", "one_each"], mc_groups=100)
+    cost = result.costs["one_each"][4]
+    assert (cost.method, cost.samples_per_step) == ("Monte Carlo", 16.0)
+    assert any(note.startswith("one_each: Monte Carlo") for note in result.notes)
+
+    @SAMPLERS.register("closed_nowhere", reads=READS)
+    class ClosedNowhere(Fixed):  # declares a closed form the forecast has no formula for
+        closed_form = True
+
+    assert fc.CLOSED_FORM == ("fixed", "dynamic", "closed_nowhere")
+    with pytest.raises(ValueError, match="no formula for it: add one to grposcope.reports.forecast.FORMULAS"):
+        fc.forecast(COUNTS, [4], budget=16, samplers=["closed_nowhere"])
+
+
 def test_recommend_follows_the_rule():
     acr = {2: fc.forecast_acr([(4, 2), (4, 0)], 2), 4: fc.forecast_acr([(4, 2), (4, 1)], 4)}
     # ACR at G = 2 is 2/3 (above), at G = 4: C(2,4) = C(1,4) = C(3,4) = 0 -> 0 (below 0.35): G = 4

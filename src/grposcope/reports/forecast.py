@@ -26,7 +26,7 @@ from __future__ import annotations
 import inspect
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 Counts = Sequence[tuple[int, int]]  # (k, c) per prompt
 
@@ -39,11 +39,41 @@ def all_samplers() -> list[str]:
     from ..sampling import SAMPLERS
 
     return SAMPLERS.names_in("grposcope")
-CLOSED_FORM = ("fixed", "dynamic")  # the samplers costed by formula; the others by Monte Carlo
-# Samplers that treat each prompt on its own, so that their samples and informative groups per step scale
-# with the prompts per step: fewer prompts fit a smaller budget at the same cost per informative group.
-PER_PROMPT = ("fixed", "reinforce_ada")
-MC_BATCH = 64  # prompts per Monte Carlo step for PER_PROMPT samplers
+
+
+def declares(sampler: str, prop: str) -> bool:
+    """A registered sampler's forecast property (`closed_form`, `per_prompt`: sampling/base.py's `Sampler`);
+    False for a name the registry does not know (its Monte Carlo cost then says why it could not be costed)."""
+    from ..sampling import SAMPLERS
+
+    return sampler in SAMPLERS and bool(getattr(SAMPLERS.get(sampler), prop, False))
+
+
+def closed_form_samplers() -> tuple[str, ...]:
+    """The samplers costed by formula (FORMULAS), in the registry's order; the others by Monte Carlo."""
+    from ..sampling import SAMPLERS
+
+    return tuple(name for name in SAMPLERS.ordered() if declares(name, "closed_form"))
+
+
+def per_prompt_samplers() -> tuple[str, ...]:
+    """The samplers that treat each prompt on its own: their samples and informative groups per step scale with
+    the prompts per step, so fewer prompts fit a smaller budget at the same cost per informative group."""
+    from ..sampling import SAMPLERS
+
+    return tuple(name for name in SAMPLERS.ordered() if declares(name, "per_prompt"))
+
+
+def __getattr__(name: str) -> tuple[str, ...]:
+    """CLOSED_FORM and PER_PROMPT, read from the registry when first asked for (it imports torch)."""
+    if name == "CLOSED_FORM":
+        return closed_form_samplers()
+    if name == "PER_PROMPT":
+        return per_prompt_samplers()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+MC_BATCH = 64  # prompts per Monte Carlo step for per-prompt samplers
 LOOKAHEAD = 4  # the Monte Carlo data set holds at least this many batches of prompts (budgeted's candidates)
 RULE = ("G: the smallest group size whose forecast ACR is <= the target, else the one with the lowest ACR "
         "(G <= budget); sampler: at that G, the one with the most informative groups per 1,000 samples among "
@@ -202,6 +232,15 @@ def dynamic_cost(acr: float, g: int, b: int, max_gen_batches: int | None = None)
     return SamplerCost("dynamic", g, b, g * b * batches, kept, "closed form")
 
 
+def closed_form_cost(sampler: str, acr: float, g: int, b: int) -> SamplerCost:
+    """The cost of a sampler that declares `closed_form`, by its formula in FORMULAS."""
+    if sampler not in FORMULAS:
+        raise ValueError(f"sampler {sampler!r} declares closed_form, and the forecast has no formula for it: "
+                         f"add one to grposcope.reports.forecast.FORMULAS (known: {', '.join(FORMULAS)}), or "
+                         "leave closed_form False to be costed by Monte Carlo")
+    return FORMULAS[sampler](acr, g, b)
+
+
 def binomial_pmf(n: int, q: float) -> list[float]:
     """P(Bin(n, q) = x) for x = 0..n, in logs (no overflow for large n).  -> (n + 1,)"""
     if q <= 0.0 or q >= 1.0:
@@ -217,6 +256,10 @@ def _default(sampler: str, keyword: str) -> Any:
     from ..sampling import SAMPLERS
 
     return inspect.signature(SAMPLERS.get(sampler)).parameters[keyword].default
+
+
+# The formulas of the samplers that declare `closed_form` (sampler name -> cost(acr, g, b)).
+FORMULAS: dict[str, Callable[[float, int, int], SamplerCost]] = {"fixed": fixed_cost, "dynamic": dynamic_cost}
 
 
 # --------------------------------------------------------------------------- Monte Carlo
@@ -275,7 +318,7 @@ def monte_carlo_cost(sampler: str, counts: Counts, g: int, b: int, groups: int =
         return SamplerCost(sampler, g, b, math.nan, math.nan, "Monte Carlo", note=str(err))
     # A sampler that treats each prompt on its own costs the same per prompt in any batch: run it on large
     # batches (fewer, cheaper steps: the time goes into per-step overhead) and scale back to B.
-    batch = max(b, MC_BATCH) if sampler in PER_PROMPT else b
+    batch = max(b, MC_BATCH) if declares(sampler, "per_prompt") else b
     repeats = max(1, math.ceil(LOOKAHEAD * batch / len(counts)))
     stream = PromptStream(range(repeats * len(counts)), seed)
     draw = MeasuredDraw(counts, torch.Generator().manual_seed(seed))
@@ -321,21 +364,22 @@ class Recommendation:
 
 def fit_budget(cost: SamplerCost, budget: int, acr: float) -> SamplerCost | None:
     """The sampler at the most prompts per step (<= its B) whose expected samples per step fit the budget;
-    None when not even one prompt does. fixed and reinforce_ada scale with B (each prompt on its own);
-    dynamic is recomputed at each smaller B; budgeted spends at most B x G by construction."""
+    None when not even one prompt does. A `per_prompt` sampler (fixed, reinforce_ada) scales with B; another
+    `closed_form` one (dynamic) is recomputed at each smaller B; the others (budgeted) spend at most B x G by
+    construction."""
     if not math.isfinite(cost.samples_per_step):
         return None
     if cost.samples_per_step <= budget + 1e-9:
         return cost
-    if cost.sampler in PER_PROMPT:
+    if declares(cost.sampler, "per_prompt"):
         per_prompt = cost.samples_per_step / cost.prompts_per_step
         b = min(cost.prompts_per_step, int(budget // per_prompt))
         scale = b / cost.prompts_per_step
         return SamplerCost(cost.sampler, cost.g, b, cost.samples_per_step * scale,
                            cost.informative_per_step * scale, cost.method, cost.se) if b >= 1 else None
-    if cost.sampler == "dynamic":
+    if declares(cost.sampler, "closed_form"):
         for b in range(cost.prompts_per_step - 1, 0, -1):
-            smaller = dynamic_cost(acr, cost.g, b)
+            smaller = closed_form_cost(cost.sampler, acr, cost.g, b)
             if smaller.samples_per_step <= budget + 1e-9:
                 return smaller
     return None
@@ -394,8 +438,8 @@ class Forecast:
 def forecast(counts: Counts, group_sizes: Sequence[int], budget: int, samplers: Sequence[str] | None = None,
              target_acr: float = STAGNATION_ACR, mc_groups: int = 1000, seed: int = 0) -> Forecast:
     """The ACR forecast and every sampler's cost (`samplers`, by default every registered one) for each G
-    (B = max(1, budget // G) prompts per step), and the recommendation. Closed forms for fixed and dynamic,
-    Monte Carlo for the other samplers."""
+    (B = max(1, budget // G) prompts per step), and the recommendation. Closed forms for the samplers that
+    declare `closed_form` (fixed and dynamic), Monte Carlo for the others."""
     samplers = all_samplers() if samplers is None else samplers
     counts = [(int(k), int(c)) for k, c in counts]
     for k, c in counts:
@@ -408,8 +452,7 @@ def forecast(counts: Counts, group_sizes: Sequence[int], budget: int, samplers: 
     for g in sizes:
         b = max(1, budget // g)
         for name in samplers:
-            costs[name][g] = (fixed_cost(acr[g].acr, g, b) if name == "fixed" else
-                              dynamic_cost(acr[g].acr, g, b) if name == "dynamic" else
+            costs[name][g] = (closed_form_cost(name, acr[g].acr, g, b) if declares(name, "closed_form") else
                               monte_carlo_cost(name, counts, g, b, mc_groups, seed))
     result = Forecast(counts, budget, target_acr, acr, costs, recommend(acr, costs, budget, target_acr),
                       mc_groups, seed)
@@ -429,7 +472,7 @@ def forecast_notes(result: Forecast) -> list[str]:
     if over:
         notes.append(f"G = {', '.join(map(str, over))} exceed the budget of {result.budget} samples per step: "
                      "costed at 1 prompt per step, never recommended")
-    mc = [name for name in result.costs if name not in CLOSED_FORM]
+    mc = [name for name in result.costs if not declares(name, "closed_form")]
     if mc:
         notes.append(f"{', '.join(mc)}: Monte Carlo over {result.mc_groups} groups per G (seed {result.seed}) "
                      "with each prompt's measured outcomes; +- is its standard error")

@@ -81,6 +81,15 @@ class Sampler:
     # whether `Selection.pool` holds each prompt's pool (every reward drawn for it), the baseline the `pool`
     # estimator is meant for; without one, `pool` falls back to each kept group's own mean
     makes_pool = False
+    # What the collapse forecast (reports/forecast.py) knows of a sampler, so that it names none itself:
+    # closed_form: its cost per step follows from the forecast ACR alone (each group mixed with chance 1 - ACR,
+    # independently), so the forecast computes it by formula (`forecast.FORMULAS`, by name) and does not run it;
+    # False: the forecast runs the sampler on the probe's measured outcomes (Monte Carlo).
+    closed_form = False
+    # per_prompt: it treats each prompt on its own, so its samples and informative groups per step scale with the
+    # prompts per step: the forecast runs it on large batches and scales back, and fits a smaller budget with
+    # fewer prompts at the same cost per informative group (else it recomputes a closed form at each smaller B).
+    per_prompt = False
 
     def __init__(self, success_threshold: float = 0.5, seed: int = 0) -> None:
         self.success_threshold = success_threshold

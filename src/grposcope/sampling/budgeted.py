@@ -67,6 +67,9 @@ def p_mixed(a: torch.Tensor, b: torch.Tensor, g: int) -> torch.Tensor:
            "(almost surely solved or hopeless for now)."),
 ])
 class Budgeted(Sampler):
+    closed_form = False  # whom it draws depends on what it learnt of each prompt: Monte Carlo
+    per_prompt = False  # one budget shared by the batch: it spends at most B x G by construction
+
     def __init__(self, sample_budget: int | None = None, budget_candidates: float = 4.0,
                  budget_first_round: float = 0.75, budget_decay: float = 0.95, budget_prior_strength: float = 2.0,
                  budget_min_p_mixed: float = 0.05, success_threshold: float = 0.5, seed: int = 0) -> None:

@@ -30,6 +30,9 @@ SHORTFALL = ("train", "error")
            'kept (logged in `sampler/shortfall`) or stop with an "error" (verl\'s behaviour).'),
 ])
 class Dynamic(Sampler):
+    closed_form = True  # batches of B until B mixed groups: binomial sums in q = 1 - ACR (forecast.dynamic_cost)
+    per_prompt = False  # whether batch i + 1 is drawn depends on the whole batch: recomputed at each smaller B
+
     def __init__(self, max_gen_batches: int = 3, on_shortfall: str = "train", success_threshold: float = 0.5,
                  seed: int = 0) -> None:
         super().__init__(success_threshold, seed)

@@ -40,6 +40,9 @@ EXIT_RULES = ("pos", "balance")
 ])
 class ReinforceAda(Sampler):
     makes_pool = True
+    closed_form = False  # how many rounds a prompt takes depends on its own pass rate: Monte Carlo
+    per_prompt = True  # each prompt draws rounds until it resolves, whatever the others do
+
     def __init__(self, exit_rule: str = "balance", round_size: int = 8, max_rounds: int = 4,
                  drop_unresolved: bool = False, success_threshold: float = 0.5, seed: int = 0) -> None:
         super().__init__(success_threshold, seed)
