@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
+import textwrap
 from pathlib import Path
 
 from grposcope.trainer.config_doc import embed
@@ -56,3 +58,14 @@ def test_metrics_md_names_table_is_the_catalogues():
     table = text.split("<!-- names-table:start -->\n", 1)[1].split("\n<!-- names-table:end -->", 1)[0]
     assert table == names_table(), ("docs/metrics.md's 'Names in other logs' table differs from the catalogue: "
                                     "paste grposcope.diagnose.catalogue.names_table() between its markers")
+
+
+def test_architecture_md_shows_the_trainers_own_grpo_step():
+    from grposcope.trainer.trainer import GRPOTrainer
+
+    text = (DOCS / "architecture.md").read_text()
+    block = text.split("<!-- grpo-step:start -->\n", 1)[1].split("<!-- grpo-step:end -->", 1)[0]
+    source = "\n".join(textwrap.dedent(inspect.getsource(f)) for f in (GRPOTrainer._generate, GRPOTrainer._optimize))
+    assert block == f"```python\n{source}```\n", (
+        "docs/architecture.md's 'One GRPO step' differs from GRPOTrainer._generate and _optimize "
+        "(trainer/trainer.py): paste their source between the grpo-step markers")
