@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from grposcope.cli import coerce_all, parse_overrides
+from grposcope.components.build import build
 from grposcope.core.advantages import ESTIMATORS
 from grposcope.sampling import SAMPLERS
 from grposcope.trainer.config import GRPOConfig
 from grposcope.trainer.geometry import geometry_for, total_steps
-from grposcope.trainer.options import build
 
 
 def test_seed_example_config_is_accepted_and_means_avspo():

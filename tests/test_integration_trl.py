@@ -22,10 +22,10 @@ transformers = pytest.importorskip("transformers")
 
 from conftest import make_tiny_llama, make_tiny_tokenizer  # noqa: E402
 
+from grposcope.components.build import build  # noqa: E402
 from grposcope.integrations import trl_batch  # noqa: E402
 from grposcope.integrations.trl import STATE_FILE, GRPOConfig, GRPOTrainer, check_trl  # noqa: E402
 from grposcope.trainer import config as own_config  # noqa: E402
-from grposcope.trainer.options import build  # noqa: E402
 
 PROMPTS = [{"prompt": f"What is {i} + {i} ?", "kind": i % 3, "value": v}
            for i, v in enumerate(torch.rand(12, generator=torch.Generator().manual_seed(0)).tolist())]

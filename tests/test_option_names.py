@@ -15,11 +15,11 @@ import torch
 from typer.testing import CliRunner
 
 from grposcope.cli import app
+from grposcope.components.families import FAMILIES
 from grposcope.core import advantages
 from grposcope.core.registry import RENAMED, Option, Registry
 from grposcope.sim import SimConfig
 from grposcope.trainer.config import GRPOConfig
-from grposcope.trainer.options import FAMILIES
 
 ENTRIES = [(family, name) for family, registry in FAMILIES.items() for name in registry.names()]
 RENAMES = [(kind, entry, old, new) for (kind, entry), table in RENAMED.items() for old, new in table.items()]

@@ -11,9 +11,11 @@ import torch
 import yaml
 
 from grposcope.cli import coerce_all, parse_overrides
+from grposcope.components.families import FAMILIES
+from grposcope.components.options import declared, with_component_options
 from grposcope.core.registry import Option, Registry
 from grposcope.trainer.config import GRPOConfig
-from grposcope.trainer.options import FAMILIES, declared, unused_options, with_component_options
+from grposcope.trainer.options import unused_options
 from grposcope.trainer.setup import make_estimator, make_sampler
 
 

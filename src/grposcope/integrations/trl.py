@@ -63,14 +63,14 @@ import trl  # noqa: E402
 from accelerate.utils import gather_object  # noqa: E402
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR  # noqa: E402
 
+from ..components.build import build  # noqa: E402
+from ..components.state import component_state, load_component_state  # noqa: E402
 from ..core.diagnostics import CollapseMonitor, alarm_window, collapse_metrics  # noqa: E402
 from ..core.losses import carries_signal  # noqa: E402
 from ..rewards.scorer import combine, none_frac  # noqa: E402
 from ..rollout.model_defaults import neutralise  # noqa: E402
 from ..sampling.base import ScoredDraw  # noqa: E402
 from ..sampling.stream import PromptStream  # noqa: E402
-from ..trainer.checkpoint import component_state, load_component_state  # noqa: E402
-from ..trainer.options import build  # noqa: E402
 from . import trl_batch  # noqa: E402
 from .trl_config import GRPOConfig  # noqa: E402
 from .trl_rewards import prepare_reward_funcs  # noqa: E402

@@ -16,12 +16,14 @@ import warnings
 
 from trl import GRPOConfig as TRLGRPOConfig
 
+from ..components.build import keep
+from ..components.families import FAMILIES
+from ..components.options import declared, unread_component_option, with_component_options
 from ..core.advantages import ESTIMATORS
 from ..sampling import SAMPLERS, pool_pairing
 from ..trainer import config as own_config
 from ..trainer.config_checks import check_options
 from ..trainer.config_doc import field_docs
-from ..trainer.options import FAMILIES, declared, unread_component_option, with_component_options
 
 RUN_WIDE = ("advantage_estimator", "use_avspo", "sampler", "success_threshold", "acr_ema_lambda", "kl_bound",
             "skip_no_signal_steps", "diagnose_every")
@@ -87,8 +89,8 @@ class GRPOConfig(_Fields):
                 "multi_objective_aggregation='sum_then_normalize' (TRL's default)")
         # grposcope's own ranges for its fields (TRL checks its own): the one table, as in grposcope's config
         check_options({name: getattr(self, name) for name in (*RUN_WIDE, *declared()) if hasattr(self, name)})
-        for family in FAMILIES_IN_TRL:  # a bad option fails here, before any model is loaded
-            FAMILIES[family].build(getattr(self, family), self)
+        for family in FAMILIES_IN_TRL:  # a bad option fails here, before any model is loaded; kept for the run
+            keep(self, family, FAMILIES[family].build(getattr(self, family), self))
         for note in self.unused_options() + ([pairing] if pairing else []):
             warnings.warn(note, stacklevel=3)
 

@@ -343,21 +343,7 @@ def _load_torch(path: Path) -> Any:
         ) from None
 
 
-# --- the components' state ---------------------------------------------------------------------------------
-
-
-def component_state(*, estimator, sampler, monitor) -> dict[str, Any]:
-    """The state of a run's stateful components: the advantage estimator (AVSPO's threshold), the sampler and
-    the collapse monitor, under the keys both checkpoints keep them (trainer_state.pt here, the TRL
-    integration's grposcope_state.pt)."""
-    return {"estimator": estimator.state_dict(), "sampler": sampler.state_dict(), "monitor": monitor.state_dict()}
-
-
-def load_component_state(state: dict[str, Any], *, estimator, sampler, monitor) -> None:
-    """Puts `component_state`'s dict (or a checkpoint's, which holds it) back into the live components."""
-    estimator.load_state_dict(state["estimator"])
-    sampler.load_state_dict(state["sampler"])
-    monitor.load_state_dict(state["monitor"])
+# The components' state (AVSPO's threshold, the sampler's, the monitor's): grposcope.components.state
 
 
 # --- RNGs --------------------------------------------------------------------------------------------------

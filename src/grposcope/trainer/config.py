@@ -13,6 +13,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from ..components.build import check as check_components
+from ..components.families import FAMILIES
+from ..components.options import checked_entries, with_component_options
 from ..core.losses import KL_ESTIMATORS, ROLLOUT_CORRECTIONS
 from ..eval_settings import MAX_PROMPT_LENGTH
 from ..models.loading import DEFAULT_MODEL
@@ -24,7 +27,6 @@ from .config_checks import (  # noqa: F401 (type_name: for cli/options.py)
     naming_the_option,
     type_name,
 )
-from .options import FAMILIES, checked_entries, with_component_options
 from .rollout_copy import DECODE_LOOPS, ROLLOUT_DTYPES
 
 # TRL's loss_type names -> the aggregation of grposcope.core.losses (see docs/algorithms.md).
@@ -303,8 +305,8 @@ class GRPOConfig:
             raise ValueError("kl_in_reward=True needs beta > 0 (the KL's weight in the reward); set beta, e.g. "
                              "0.04, or drop kl_in_reward")
         self.generation_kwargs = check_generation_kwargs(self.generation_kwargs, self.max_completion_length)
-        for family, name in checked_entries(self):  # a bad option fails with its rule, even for an entry not chosen
-            FAMILIES[family].build(name, self)
+        # a bad option fails with its rule, even for an entry not chosen; the chosen ones are kept for the run
+        check_components(self, checked_entries(self))
 
     def _check_registered(self) -> None:
         """Names of registered things (each error prefixed with the option that holds the name); those of

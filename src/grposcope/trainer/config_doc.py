@@ -58,7 +58,9 @@ def config_table() -> str:
 
 def component_rows() -> list[str]:
     """The options the components declare where they are registered, one section per family."""
-    from .options import FAMILIES, declared, readers, show
+    from ..components.families import FAMILIES
+    from ..components.options import declared
+    from .options import readers, show
 
     rows = []
     options = declared()

@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 import torch
 
+from ..components.build import build
 from ..core import advantages
 from ..rollout import ROLLOUTS
 from ..sampling.stream import PromptStream
@@ -24,7 +25,6 @@ from .config import GRPOConfig
 from .disk_space import keep_metrics_aside, start_over, way_on_after_a_failed_write
 from .geometry import Geometry, geometry_for, total_steps
 from .memory import check_memory
-from .options import build
 from .rollout_copy import RolloutCopy, rollout_dtype
 from .run_folder import checkpoint_folders, holds_metrics
 

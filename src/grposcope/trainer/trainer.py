@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from ..components.state import component_state, load_component_state
 from ..core import losses
 from ..core.diagnostics import CollapseMonitor, alarm_window
 from ..diagnose.engine import Options
@@ -438,7 +439,7 @@ class GRPOTrainer:
             "no_signal_steps": self.no_signal_steps,
             "samples_generated": self.samples_generated,
             "stream": self.stream.state_dict(),
-            **checkpoint.component_state(estimator=self.estimator, sampler=self.sampler, monitor=self.monitor),
+            **component_state(estimator=self.estimator, sampler=self.sampler, monitor=self.monitor),
             "generation": None if generation is None or generation.done else generation.state_dict(),
             "eval_before": self._eval_before,
             "live": None if self.live is None else self.live.state_dict(),
@@ -449,7 +450,7 @@ class GRPOTrainer:
         self.samples_generated = int(state.get("samples_generated", 0))  # checkpoints before max_samples: 0
         self.no_signal_steps = int(state.get("no_signal_steps", 0))  # checkpoints before the skip: 0
         self.stream.load_state_dict(state["stream"])
-        checkpoint.load_component_state(state, estimator=self.estimator, sampler=self.sampler, monitor=self.monitor)
+        load_component_state(state, estimator=self.estimator, sampler=self.sampler, monitor=self.monitor)
         generation = state["generation"]
         self._generation = None if generation is None else Generation.from_state(generation)
         self._eval_before = state["eval_before"]

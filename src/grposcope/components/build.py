@@ -1,0 +1,45 @@
+"""Each chosen component built once per run.
+
+A config checks its options by building the chosen entries (a bad value fails with the entry's own rule,
+before any model loads). `keep` holds those instances on the config, and `build` hands each one to the run
+that asks for it, once, if its options have not changed since: the run's estimator is the one the check built.
+A second run from the same config, or a config changed after its check, gets a new instance.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .families import FAMILIES
+
+_KEPT = "_grposcope_components"  # the config's attribute: {family: (options as built, instance)}
+
+
+def _options_of(config: Any, family: str) -> list[tuple[str, Any]]:
+    registry, name = FAMILIES[family], getattr(config, family)
+    fields = [o.field for o in registry.options(name)] + list(registry.reads(name))
+    return [(name, None)] + [(field, getattr(config, field)) for field in fields]
+
+
+def keep(config: Any, family: str, instance: Any) -> None:
+    """Keeps `instance`, just built from `config` for its check, for the run."""
+    kept = config.__dict__.setdefault(_KEPT, {})
+    kept[family] = (_options_of(config, family), instance)
+
+
+def build(config: Any, family: str) -> Any:
+    """The entry `config` chooses in `family` (e.g. "sampler"), with its options from `config`: the instance
+    the config's check built, when its options are unchanged, else a new one."""
+    kept = config.__dict__.get(_KEPT, {}).pop(family, None)
+    if kept is not None and kept[0] == _options_of(config, family):
+        return kept[1]
+    return FAMILIES[family].build(getattr(config, family), config)
+
+
+def check(config: Any, entries: list[tuple[str, str]]) -> None:
+    """Builds each (family, entry) so that a bad option fails with its rule, even for an entry not chosen; the
+    chosen entries' instances are kept for the run."""
+    for family, name in entries:
+        instance = FAMILIES[family].build(name, config)
+        if name == getattr(config, family, None):
+            keep(config, family, instance)

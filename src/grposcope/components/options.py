@@ -1,0 +1,102 @@
+"""The options components declare where they are registered (core/registry.py), gathered by config field, and
+the one policy for an option a run sets that its chosen entry does not read.
+
+The policy, the same in grposcope's trainer, the TRL subclass, verl's plug-in and the simulator:
+- a key no entry of any family declares (and no host field) is an error naming the known ones: a typo;
+- an option that another entry of the family declares, but the chosen one does not read, is a warning naming
+  what reads it (`unread_component_option`). Not an error: an ablation keeps one config and flips
+  `advantage_estimator` or `sampler` (AVSPO against GRPO on the same YAML), and the note says what is left
+  unread without stopping the comparison.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from .families import FAMILIES
+
+
+@dataclass(frozen=True)
+class Declared:
+    """One config field that components declare: who declares it, and its default, type and meaning."""
+
+    field: str
+    family: str  # a key of FAMILIES
+    entries: tuple[str, ...]
+    default: Any
+    hint: Any
+    doc: str
+
+
+def declared() -> dict[str, Declared]:
+    """Every option the registered components declare, by config field. Entries of a family may share an
+    option (grpo, avspo and pool take advantage_eps) when they agree on its meaning and default."""
+    out: dict[str, Declared] = {}
+    for family, registry in FAMILIES.items():
+        for name in registry.names():
+            for option in registry.options(name):
+                default, hint = registry.default(name, option)
+                seen = out.get(option.field)
+                if seen is None:
+                    out[option.field] = Declared(option.field, family, (name,), default, hint, option.doc)
+                    continue
+                if (seen.family, seen.default, seen.doc) != (family, default, option.doc):
+                    raise TypeError(f"option {option.field!r} is declared by {seen.family} "
+                                    f"{', '.join(seen.entries)} and by {family} {name} with another "
+                                    "family, default or meaning: give it one declaration, or two names")
+                out[option.field] = dataclasses.replace(seen, entries=(*seen.entries, name))
+    return out
+
+
+def with_component_options(cls: type, entries: dict[str, tuple[str, ...] | None] | None = None,
+                           shared: tuple[str, ...] = ()) -> type:
+    """The dataclass `cls` with one more field per declared component option, so that a component's options
+    are set like any other (GRPOConfig(virtual_sample_alpha=0.3), YAML, --virtual_sample_alpha 0.3).
+    `entries`: {family: the entries whose options to add, or None for all}, by default every family's all;
+    `shared`: fields `cls` already has that mean what the option means (TRL's scale_rewards), which stay as
+    they are. Any other clash is an error."""
+    entries = {family: None for family in FAMILIES} if entries is None else entries
+    own = {f.name for f in dataclasses.fields(cls)}
+    fields = []
+    for field, option in declared().items():
+        if option.family not in entries or field in shared:
+            continue
+        wanted = entries[option.family]
+        if wanted is not None and not set(option.entries) & set(wanted):
+            continue
+        if field in own:
+            raise TypeError(f"component option {field!r} clashes with the run-wide {cls.__name__} field of that name")
+        mutable = isinstance(option.default, (list, dict, set))
+        spec = dataclasses.field(default_factory=lambda d=option.default: type(d)(d)) if mutable else \
+            dataclasses.field(default=option.default)
+        fields.append((field, option.hint, spec))
+    made = dataclasses.make_dataclass(cls.__name__, fields, bases=(cls,),
+                                      namespace={"__doc__": cls.__doc__, "__module__": cls.__module__})
+    made.__qualname__ = cls.__qualname__
+    return made
+
+
+def checked_entries(args: Any) -> list[tuple[str, str]]:
+    """(family, entry) pairs a config check builds: the chosen entry of each family, and every other entry
+    that declares an option the config sets away from its default, so that a bad value fails even where
+    it is not used (unused_options says that it is not)."""
+    pairs = {(family, getattr(args, family)) for family in FAMILIES}
+    for field, option in declared().items():
+        if getattr(args, field) != option.default:
+            pairs.update((option.family, name) for name in option.entries)
+    return sorted(pairs)
+
+
+def unread_component_option(args: Any, field: str, options: dict[str, Declared] | None = None) -> str | None:
+    """The note for a component option `field` that `args` sets but whose family's chosen entry does not read
+    it; None when it is read, or is no component option (a config with fewer families: only those it has)."""
+    option = (options if options is not None else declared()).get(field)
+    if option is None or not hasattr(args, option.family):
+        return None
+    chosen = getattr(args, option.family)
+    if chosen in option.entries:
+        return None
+    return (f"{field}={getattr(args, field)!r} is not used: {option.family}={chosen!r} does not read it (read by "
+            f"{option.family} {', '.join(option.entries)})")
