@@ -137,12 +137,17 @@ def test_options_come_from_algorithm_grposcope_in_verls_own_config():
     assert plugin.latest_metrics()["collapse/acr_all_correct"] == 1.0
 
 
-def test_unknown_or_foreign_options_fail_with_the_known_list():
+def test_an_unknown_option_fails_with_the_known_list_and_another_entrys_is_warned_about():
+    # the one policy of every host (grposcope.components.options): a typo fails, another entry's option warns
     data = make_batch([1, 0, 1, 0], ["a"] * 4)
     with pytest.raises(ValueError, match="virtual_sample_alpah is not an option.*virtual_sample_alpha"):
         verl_advantages(data, "avspo", algorithm(virtual_sample_alpah=0.5))
     with pytest.raises(ValueError, match="'grposcope_pool'; it reads: advantage_eps, advantage_std_unbiased, "
                                          "pool_std, skip_no_signal_steps, success_threshold"):
+        verl_advantages(data, "grposcope_pool", algorithm(virtual_sample_alpah=0.5))
+    with pytest.warns(UserWarning, match=r"algorithm.grposcope.virtual_sample_alpha=0.5 is not used: "
+                                         r"algorithm.adv_estimator=grposcope_pool does not read it \(read by "
+                                         r"advantage estimator avspo\)"):
         verl_advantages(data, "grposcope_pool", algorithm(virtual_sample_alpha=0.5))
 
 

@@ -11,6 +11,7 @@ import functools
 import logging
 import os
 import sys
+import warnings
 from importlib import metadata
 from typing import Any
 
@@ -96,20 +97,38 @@ def sampler_fields(section: dict[str, Any]) -> set[str]:
 def estimator_params(name: str, config: Any) -> tuple[dict[str, Any], float]:
     """The keyword arguments of estimator `name` and the success threshold, from algorithm.grposcope.
 
-    An option neither the estimator nor the configured sampler reads fails with the list of those they do (a
-    typo, or an AVSPO option set while another estimator is chosen, would otherwise be silently ignored)."""
+    The one policy of every host (grposcope.components.options): a key no component declares fails with the
+    list of those the estimator and the configured sampler read (a typo); another entry's option (an AVSPO
+    option while grposcope_grpo is chosen) is left unread with a warning naming what reads it."""
     section = grposcope_section(config)
     fields = config_fields(name)
     theirs = sampler_fields(section)
-    unknown = sorted(set(section) - set(fields) - set(SHARED_FIELDS) - set(RUN_FIELDS) - theirs)
-    if unknown:
-        known = ", ".join(sorted(set(fields) | set(SHARED_FIELDS) | set(RUN_FIELDS) | theirs))
-        raise ValueError(f"algorithm.{CONFIG_KEY}.{unknown[0]} is not an option of advantage estimator {name!r}; "
-                         f"it reads: {known}")
+    known = set(fields) | set(SHARED_FIELDS) | set(RUN_FIELDS) | theirs
+    unread_elsewhere(section, known, f"algorithm.adv_estimator={name}",
+                     f"is not an option of advantage estimator {name!r}; it reads")
     check_ranges(section)
     params = {key: plain_value(value) for key, value in section.items() if key in fields}
     threshold = section.get("success_threshold", SHARED_FIELDS["success_threshold"])
     return params, float(threshold)
+
+
+_warned: set[str] = set()  # the unread keys already noted in this process (an estimator runs every step)
+
+
+def unread_elsewhere(section: dict[str, Any], known: set[str], chosen: str, refusal: str) -> None:
+    """Applies the unread-option policy to algorithm.grposcope: a key no component declares raises
+    `algorithm.grposcope.<key> <refusal>: <known>`; one another entry declares is warned about once."""
+    from ..components.options import declared
+
+    options = declared()
+    for key in sorted(set(section) - known):
+        option = options.get(key)
+        if option is None:
+            raise ValueError(f"algorithm.{CONFIG_KEY}.{key} {refusal}: {', '.join(sorted(known))}")
+        if key not in _warned:
+            _warned.add(key)
+            warnings.warn(f"algorithm.{CONFIG_KEY}.{key}={section[key]!r} is not used: {chosen} does not read it "
+                          f"(read by {option.family.replace('_', ' ')} {', '.join(option.entries)})", stacklevel=3)
 
 
 def check_ranges(section: dict[str, Any]) -> None:
@@ -218,6 +237,7 @@ def reset() -> None:
         slot.reset()
     _holders.clear()
     _waiting.clear()
+    _warned.clear()
     sampling = sys.modules.get(f"{__package__}.verl_sampling")
     if sampling is not None:
         sampling.reset()

@@ -143,7 +143,8 @@ def reset() -> None:
 
 def sampler_options(algorithm: Any) -> tuple[str, dict[str, Any]] | None:
     """The sampler named in algorithm.grposcope and its keyword arguments from the same section, or None. A
-    key that neither the sampler nor the chosen grposcope estimator reads fails with the known ones."""
+    key no component declares fails with those the sampler and the chosen estimator read; another entry's
+    option is warned about (verl_run.unread_elsewhere, the policy of every host)."""
     section = plugin.grposcope_section(algorithm)
     name = section.get(plugin.SAMPLER_KEY)
     if name is None:
@@ -152,10 +153,8 @@ def sampler_options(algorithm: Any) -> tuple[str, dict[str, Any]] | None:
     estimator = algorithm.get("adv_estimator") if hasattr(algorithm, "get") else None
     known = fields | set(plugin.SHARED_FIELDS) | set(plugin.RUN_FIELDS) | set(
         plugin.config_fields(estimator) if estimator in plugin.NAMES else ())
-    unknown = sorted(set(section) - known)
-    if unknown:
-        raise ValueError(f"algorithm.{plugin.CONFIG_KEY}.{unknown[0]} is not an option of sampler {name!r} or of "
-                         f"advantage estimator {estimator!r}; they read: {', '.join(sorted(known))}")
+    plugin.unread_elsewhere(section, known, f"sampler={name} with algorithm.adv_estimator={estimator}",
+                            f"is not an option of sampler {name!r} or of advantage estimator {estimator!r}; they read")
     plugin.check_ranges(section)
     return name, {k: plugin.plain_value(v) for k, v in section.items() if k in fields - {plugin.SAMPLER_KEY}}
 
