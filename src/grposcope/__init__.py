@@ -7,6 +7,12 @@ The trainer is imported on first use, so that `import grposcope.core` stays ligh
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # what IDEs and type checkers read; at run time these load on first use (__getattr__)
+    from .trainer.config import GRPOConfig
+    from .trainer.trainer import GRPOTrainer
+
 _LAZY = {"GRPOTrainer": "grposcope.trainer", "GRPOConfig": "grposcope.trainer.config"}
 
 

@@ -11,52 +11,38 @@ grposcope's own `GRPOConfig` (docs/usage.md), with the same name and default:
 from __future__ import annotations
 
 import dataclasses
-import typing
 import warnings
 
 from trl import GRPOConfig as TRLGRPOConfig
 
 from ..components.build import keep
 from ..components.families import FAMILIES
-from ..components.options import declared, unread_component_option, with_component_options
+from ..components.fields import TRLEstimatorOptions, TRLRunWideOptions, TRLSamplerOptions
+from ..components.options import declared, unread_component_option
 from ..core.advantages import ESTIMATORS
 from ..sampling import SAMPLERS, pool_pairing
 from ..trainer import config as own_config
 from ..trainer.config_checks import check_options
-from ..trainer.config_doc import field_docs
+from ..trainer.config_doc import TRL_RUN_WIDE, field_docs
 
-RUN_WIDE = ("advantage_estimator", "use_avspo", "sampler", "success_threshold", "acr_ema_lambda", "kl_bound",
-            "skip_no_signal_steps", "diagnose_every")
 FAMILIES_IN_TRL = ("advantage_estimator", "sampler")
-SHARED_WITH_TRL = ("scale_rewards",)  # TRL's field, grpo's option: "group", "batch" or "none"
 # What runs in TRL is declared where each entry is registered (hosts=...)
 SAMPLERS_IN_TRL = tuple(SAMPLERS.names_in("trl"))
 
 
-def _run_wide_fields() -> list[tuple[str, typing.Any, dataclasses.Field]]:
-    own = {f.name: f for f in dataclasses.fields(own_config.GRPOConfig)}
-    hints = typing.get_type_hints(own_config.GRPOConfig)
-    docs = field_docs()
-    return [(name, hints[name], dataclasses.field(default=own[name].default, metadata={"help": docs[name]}))
-            for name in RUN_WIDE]
-
-
 def _with_help(cls: type) -> type:
-    """TRL's parser (HfArgumentParser) shows `metadata["help"]`: give the component options theirs."""
-    options = declared()
+    """TRL's parser (HfArgumentParser) shows `metadata["help"]`: give grposcope's fields theirs, the text
+    written once in grposcope's config or at the component's registration."""
+    docs = {**field_docs(), **{name: option.doc for name, option in declared().items()}}
     for f in dataclasses.fields(cls):
-        if f.name in options and not f.metadata:
-            f.metadata = {"help": options[f.name].doc}
+        if f.name in docs and not f.metadata:
+            f.metadata = {"help": " ".join(docs[f.name].split())}
     return cls
 
 
-_Fields = _with_help(with_component_options(
-    dataclasses.make_dataclass("GRPOConfig", _run_wide_fields(), bases=(TRLGRPOConfig,)),
-    entries={"advantage_estimator": ESTIMATORS.names_in("trl"), "sampler": SAMPLERS_IN_TRL}, shared=SHARED_WITH_TRL))
-
-
+@_with_help
 @dataclasses.dataclass
-class GRPOConfig(_Fields):
+class GRPOConfig(TRLSamplerOptions, TRLEstimatorOptions, TRLRunWideOptions, TRLGRPOConfig):
     """TRL's `GRPOConfig` with grposcope's collapse fields (this module's docstring; docs/integrations.md).
 
     >>> GRPOConfig(output_dir="out", num_generations=8, use_avspo=True, acr_threshold_init=0.5,
@@ -88,7 +74,7 @@ class GRPOConfig(_Fields):
                 "reward per completion, TRL's weighted sum of the reward functions; set "
                 "multi_objective_aggregation='sum_then_normalize' (TRL's default)")
         # grposcope's own ranges for its fields (TRL checks its own): the one table, as in grposcope's config
-        check_options({name: getattr(self, name) for name in (*RUN_WIDE, *declared()) if hasattr(self, name)})
+        check_options({name: getattr(self, name) for name in (*TRL_RUN_WIDE, *declared()) if hasattr(self, name)})
         for family in FAMILIES_IN_TRL:  # a bad option fails here, before any model is loaded; kept for the run
             keep(self, family, FAMILIES[family].build(getattr(self, family), self))
         for note in self.unused_options() + ([pairing] if pairing else []):

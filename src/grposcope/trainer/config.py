@@ -2,9 +2,10 @@
 
 Names and defaults follow TRL's GRPOConfig where TRL has the option (so a TRL script ports by changing its
 import); grposcope's own options follow. The run-wide options are declared here; each advantage estimator,
-sampler and policy loss declares its own where it is registered, and `with_component_options` adds them as
-fields (trainer/options.py). Validation happens in __post_init__, with messages that say what to do; each
-option's type and range are in trainer/config_checks.py.
+sampler and policy loss declares its own where it is registered; GRPOConfig inherits them as fields from
+components/fields.py, rendered from the registrations (so that IDEs and type checkers see every option).
+Validation happens in __post_init__, with messages that say what to do; each option's type and range are in
+trainer/config_checks.py.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Any
 
 from ..components.build import check as check_components
 from ..components.families import FAMILIES
-from ..components.options import checked_entries, with_component_options
+from ..components.fields import EstimatorOptions, LossOptions, SamplerOptions
+from ..components.options import checked_entries
 from ..core.losses import KL_ESTIMATORS, ROLLOUT_CORRECTIONS
 from ..eval_settings import MAX_PROMPT_LENGTH
 from ..models.loading import DEFAULT_MODEL
@@ -52,7 +54,7 @@ def estimator_with_avspo(advantage_estimator: str, use_avspo: bool) -> str:
 
 
 @dataclass
-class GRPOConfig:
+class GRPOConfig(LossOptions, SamplerOptions, EstimatorOptions):
     # --- run ----------------------------------------------------------------------------------------------
     output_dir: str = "output"
     """Where metrics.jsonl, summary.json, TensorBoard/W&B files and the trained model are written."""
@@ -352,5 +354,3 @@ ALIASES = {"model": "model_name_or_path", "model_name": "model_name_or_path", "m
            "output": "output_dir", "out": "output_dir", "group_size": "num_generations", "G": "num_generations",
            "batch_size": "per_device_train_batch_size", "threads": "torch_threads"}
 
-
-GRPOConfig = with_component_options(GRPOConfig)

@@ -2,13 +2,15 @@
 docstring), the components' from their registrations, and from options.py which component reads each, so
 that each option is documented once: docs/usage.md embeds the output, and a test keeps it in sync.
 
-    python -m grposcope.trainer.config_doc
+    python -m grposcope.trainer.config_doc            # the table
+    python -m grposcope.trainer.config_doc --fields   # components/fields.py
 """
 
 from __future__ import annotations
 
 import ast
 import re
+import textwrap
 from pathlib import Path
 
 BEGIN, END = "<!-- config-table:begin -->", "<!-- config-table:end -->"
@@ -78,5 +80,78 @@ def embed(markdown: str) -> str:
     return markdown[:start] + "\n" + config_table() + "\n" + markdown[end:]
 
 
+# ---------------------------------------------------------------------------------------------------------
+# components/fields.py: the components' options as dataclass fields in source, for IDEs and type checkers
+
+FIELDS_FILE = Path(__file__).parents[1] / "components" / "fields.py"
+_MIXINS = {"advantage_estimator": ("EstimatorOptions", "the advantage estimators'"),
+           "sampler": ("SamplerOptions", "the samplers'"), "policy_loss": ("LossOptions", "the policy losses'")}
+TRL_SHARED = ("scale_rewards",)  # TRL's own field, grpo's option: TRL's GRPOConfig keeps its declaration
+# grposcope's run-wide fields the TRL integration's config adds, meaning what they mean in grposcope's own
+TRL_RUN_WIDE = ("advantage_estimator", "use_avspo", "sampler", "success_threshold", "acr_ema_lambda", "kl_bound",
+                "skip_no_signal_steps", "diagnose_every")
+
+
+def _hint(hint) -> str:
+    return hint.__name__ if isinstance(hint, type) else repr(hint).replace("typing.", "")
+
+
+def render_fields() -> str:
+    """The source of components/fields.py: one dataclass per family with a field per declared option (type,
+    default and doc from the registration), and the TRL subclass's subsets (the entries that run in TRL,
+    without TRL's own fields). `GRPOConfig` inherits them, so an IDE, mypy or pyright sees every option;
+    tests/test_config.py fails until this file is rendered again after a registration changes:
+        python -m grposcope.trainer.config_doc --fields"""
+    from ..components.families import FAMILIES
+    from ..components.options import declared
+
+    options = declared()
+    lines = ['"""The components\' options as dataclass fields, for IDEs and type checkers: rendered from the',
+             "registrations by `python -m grposcope.trainer.config_doc --fields` (do not edit; tests/test_config.py",
+             'checks it). grposcope\'s GRPOConfig inherits the first three, the TRL integration\'s the TRL ones."""',
+             "", "from __future__ import annotations", "", "from dataclasses import dataclass", ""]
+
+    def mixin(name: str, doc: str, fields: list) -> None:
+        lines.extend(["", "@dataclass", f"class {name}:", f'    """{doc}"""', ""])
+        for option in fields:
+            if isinstance(option.default, (list, dict, set)):
+                raise TypeError(f"option {option.field}: a mutable default cannot be rendered; use a tuple")
+            lines.append(f"    {option.field}: {_hint(option.hint)} = {option.default!r}")
+            text = " ".join(option.doc.split()).replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+            text += " " if text.endswith('"') else ""  # a closing quote must not run into the docstring's
+            wrapped = textwrap.wrap(f'"""{text}"""', width=116, break_on_hyphens=False)
+            lines.extend(f"    {line}" for line in wrapped)
+        if not fields:
+            lines.append("    pass")
+        lines.append("")
+
+    for family, (name, what) in _MIXINS.items():
+        mixin(name, f"{what[:1].upper()}{what[1:]} options, one field each.",
+              [o for o in options.values() if o.family == family])
+    import dataclasses
+    import typing
+    from types import SimpleNamespace
+
+    from .config import GRPOConfig
+
+    own = {f.name: f for f in dataclasses.fields(GRPOConfig)}
+    hints, docs = typing.get_type_hints(GRPOConfig), field_docs()
+    mixin("TRLRunWideOptions", "grposcope's run-wide fields in the TRL integration's config (trainer/config.py).",
+          [SimpleNamespace(field=n, hint=hints[n], default=own[n].default, doc=docs[n]) for n in TRL_RUN_WIDE])
+    for family in ("advantage_estimator", "sampler"):
+        in_trl = set(FAMILIES[family].names_in("trl"))
+        name, what = _MIXINS[family]
+        mixin(f"TRL{name}", f"{what[:1].upper()}{what[1:]} options that run in TRL, without TRL's own fields.",
+              [o for o in options.values() if o.family == family and set(o.entries) & in_trl
+               and o.field not in TRL_SHARED])
+    return "\n".join(lines).rstrip() + "\n"
+
+
 if __name__ == "__main__":
-    print(config_table())
+    import sys
+
+    if sys.argv[1:] == ["--fields"]:
+        FIELDS_FILE.write_text(render_fields())
+        print(f"wrote {FIELDS_FILE}")
+    else:
+        print(config_table())

@@ -40,7 +40,8 @@ def unused_options(args: Any) -> list[str]:
                 for f in dataclasses.fields(args)}
     options = declared()
     notes = []
-    for field in (name for name in defaults if getattr(args, name) != defaults[name]):
+    changed = [name for name in defaults if getattr(args, name) != defaults[name]]
+    for field in sorted(changed, key=lambda name: name in options):  # run-wide ones first, then components'
         note = unread_component_option(args, field, options)
         if note:
             notes.append(note)
