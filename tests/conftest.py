@@ -85,3 +85,10 @@ def offline_wandb(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_SILENT", "true")
     for var in ("WANDB_CONFIG_DIR", "WANDB_CACHE_DIR", "WANDB_DATA_DIR"):
         monkeypatch.setenv(var, str(tmp_path / var.lower()))
+
+
+def flip_a_bit(path) -> None:
+    """Flips one bit of one weight near the end of a safetensors file: damage only its checksum can see."""
+    data = bytearray(path.read_bytes())
+    data[-10] ^= 1
+    path.write_bytes(bytes(data))

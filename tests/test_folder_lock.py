@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import flip_a_bit
 from resume_driver import PROMPTS, config
 from test_checkpoint import make_tiny, make_trainer
 from test_hardening import one_error_line, run, small_run
@@ -154,10 +155,7 @@ def test_eval_refuses_a_bit_flipped_final_model(tmp_path, tiny_model_dir):
     ok = run("eval", "--model", str(out / "model"), "--dataset", "arithmetic:easy", "--eval_size", "2",
              "--output", str(tmp_path / "ok.json"))
     assert ok.exit_code == 0, ok.output  # the intact model evaluates
-    weights = out / "model" / "model.safetensors"
-    data = bytearray(weights.read_bytes())
-    data[-10] ^= 1
-    weights.write_bytes(bytes(data))
+    flip_a_bit(out / "model" / "model.safetensors")  # one bit of one weight
     line = one_error_line(run("eval", "--model", str(out / "model"), "--dataset", "arithmetic:easy",
                               "--eval_size", "2", "--output", str(tmp_path / "e.json")))
     assert line == (f"error: {out / 'model'} is damaged: model.safetensors does not match its checksum "

@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 import pytest
+from conftest import flip_a_bit
 from typer.testing import CliRunner
 
 from grposcope.cli import app
@@ -174,10 +175,7 @@ def small_run(tmp_path: Path, model_dir: Path, steps: int = 2, save_steps: int =
 
 def test_eval_refuses_a_bit_flipped_checkpoint_and_names_the_good_one(tmp_path, tiny_model_dir):
     out = small_run(tmp_path, tiny_model_dir)
-    weights = out / "checkpoint-2" / "model.safetensors"
-    data = bytearray(weights.read_bytes())
-    data[-10] ^= 1  # one bit of one weight
-    weights.write_bytes(bytes(data))
+    flip_a_bit(out / "checkpoint-2" / "model.safetensors")  # one bit of one weight
     line = one_error_line(run("eval", "--model", str(out / "checkpoint-2"), "--dataset", "arithmetic:easy",
                               "--eval_size", "2", "--output", str(tmp_path / "e.json")))
     assert line == (f"error: {out / 'checkpoint-2'} is damaged: model.safetensors does not match its checksum "

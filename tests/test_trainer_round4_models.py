@@ -4,6 +4,7 @@ template that renders for ever, a tokenizer.json that is no tokenizer, a damaged
 from __future__ import annotations
 
 import pytest
+from conftest import flip_a_bit
 from test_hardening import one_error_line, run, small_run
 from test_trainer_round4 import finished_within, train_argv
 
@@ -61,10 +62,7 @@ def test_a_tokenizer_json_that_is_no_tokenizer_is_named_in_one_line(tmp_path, ti
 
 def test_train_refuses_a_damaged_final_model_as_its_model(tmp_path, tiny_model_dir):
     out = small_run(tmp_path, tiny_model_dir)
-    weights = out / "model" / "model.safetensors"
-    data = bytearray(weights.read_bytes())
-    data[-10] ^= 1  # one bit of one weight
-    weights.write_bytes(bytes(data))
+    flip_a_bit(out / "model" / "model.safetensors")  # one bit of one weight
     line = one_error_line(run(*train_argv(out / "model", tmp_path / "next", "--max_steps", "1")))
     assert line == (f"error: --model_name_or_path {out / 'model'} is damaged: model.safetensors does not match its "
                     "checksum (corrupted); copy it again, or train from the newest good checkpoint beside it, "
