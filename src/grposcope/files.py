@@ -4,6 +4,7 @@ data), and outputs checked before the work that would write them."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from collections.abc import Iterator
@@ -50,7 +51,7 @@ def check_writable(path: str | os.PathLike[str], what: str, folder: bool = False
                               f"({err.strerror}); choose another {what}") from None
 
 
-_NO_ROOM = (28, 122)  # errno ENOSPC (a full disk) and EDQUOT (a full quota)
+NO_ROOM = (errno.ENOSPC, errno.EDQUOT)  # a full disk, or a full quota
 
 
 @contextlib.contextmanager
@@ -86,7 +87,7 @@ def write_text_new(path: str | os.PathLike[str], text: str, what: str = "") -> P
             except FileExistsError:
                 continue
             except OSError as err:
-                if err.errno in _NO_ROOM:
+                if err.errno in NO_ROOM:
                     raise
                 try:  # a file system without hard links: an exclusive create, then the rename over it
                     os.close(os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
@@ -121,7 +122,7 @@ def _temporary_beside(target: Path, what: str) -> Iterator[Path]:
     try:
         yield tmp
     except OSError as err:
-        if err.errno in _NO_ROOM:
+        if err.errno in NO_ROOM:
             from .errors import DiskFullError
 
             raise DiskFullError(f"no space left on the disk of {label} ({err.strerror}) while writing it; "

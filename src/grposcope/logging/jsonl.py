@@ -13,7 +13,6 @@ once, so the file always ends with a whole line, and raises DiskFullError naming
 
 from __future__ import annotations
 
-import errno
 import json
 import math
 import os
@@ -24,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DiskFullError
+from ..files import NO_ROOM
 
 RESERVED_KEYS = ("step", "time")
-_NO_ROOM = (errno.ENOSPC, errno.EDQUOT)  # a full disk, or a full quota
 
 
 def json_value(value: float) -> float | None:
@@ -134,7 +133,7 @@ def write_atomically(path: Path, text: str) -> None:
         os.replace(tmp, path)
     except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
-        if isinstance(err, OSError) and err.errno in _NO_ROOM:
+        if isinstance(err, OSError) and err.errno in NO_ROOM:
             raise DiskFullError(f"no space left on the disk of {path} ({err.strerror}) while writing it; "
                                 f"{path.name} is as it was. Free space on that disk") from err
         raise
@@ -216,7 +215,7 @@ class JsonlAppender:
                 view = view[os.write(self._fd, view):]
         except OSError as err:
             os.ftruncate(self._fd, size)  # frees what was written: needs no room
-            if err.errno in _NO_ROOM:
+            if err.errno in NO_ROOM:
                 raise DiskFullError(
                     f"no space left on the disk of {self.path} ({err.strerror}) while writing to it; the file "
                     "keeps every whole line written before. Free space on that disk"
