@@ -120,7 +120,10 @@ def test_the_estimator_is_looked_up_in_the_registry_and_gets_reinforce_adas_pool
             calls.append((rewards.shape, pool))
             return advantages.AdvantageOutput(advantages.pool_advantages(rewards, pool))
 
-    monkeypatch.setitem(advantages.ESTIMATORS._entries, "spy", Spy)
+    registry = advantages.ESTIMATORS
+    for table, value in ((registry._entries, Spy), (registry._options, ()), (registry._reads, ()),
+                         (registry._hosts, ("grposcope",))):
+        monkeypatch.setitem(table, "spy", value)  # registered for this test only
     simulate(small(sampler="reinforce_ada", estimator="spy", steps=3))
     assert len(calls) == 3  # once per step, as stateful estimators need
     for shape, pool in calls:
@@ -278,3 +281,19 @@ def test_simulate_prints_a_flickering_alarm_once(caplog):
     assert onsets > 10  # it flickers (before the change: one line each)
     lines = [line for line in _alarm_lines(caplog) if "no_signal" in line]
     assert 1 <= len(lines) <= 3, lines
+
+
+def test_another_estimators_option_is_left_unread_with_a_warning_as_in_every_host():
+    """The one policy (grposcope.components.options): the simulator, like the trainers, warns about an option
+    another entry declares, naming what reads it, and runs; a key no entry declares still fails."""
+    from grposcope.errors import InputTypeError
+    from grposcope.sim import SimConfig, simulate
+
+    config = SimConfig(estimator="grpo", estimator_options={"virtual_sample_alpha": 0.3}, steps=2, prompts=32,
+                       batch_size=8)
+    with pytest.warns(UserWarning, match=r"virtual_sample_alpha=0.3 is not used: advantage_estimator='grpo' does "
+                                         r"not read it \(read by advantage_estimator avspo\)"):
+        assert len(simulate(config).history["step"]) == 2
+    with pytest.raises(InputTypeError, match="virtual_sample_alpah"):
+        simulate(SimConfig(estimator="grpo", estimator_options={"virtual_sample_alpah": 0.3}, steps=2, prompts=32,
+                           batch_size=8))

@@ -10,15 +10,27 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..core.registry import dotted
 from .families import FAMILIES
+from .plugins import build_plugin
 
 _KEPT = "_grposcope_components"  # the config's attribute: {family: (options as built, instance)}
 
 
 def _options_of(config: Any, family: str) -> list[tuple[str, Any]]:
     registry, name = FAMILIES[family], getattr(config, family)
+    if dotted(name):  # a plug-in reads its *_kwargs and any config field it names: compare them all
+        return [(name, None), *sorted((k, v) for k, v in vars(config).items() if not k.startswith("_"))]
     fields = [o.field for o in registry.options(name)] + list(registry.reads(name))
     return [(name, None)] + [(field, getattr(config, field)) for field in fields]
+
+
+def make(config: Any, family: str, name: str) -> Any:
+    """Entry `name` of `family` with its options from `config`: a registered entry's declared options and
+    the fields it reads; a plug-in's keyword arguments (components.plugins)."""
+    if dotted(name):
+        return build_plugin(FAMILIES[family], family, name, config)
+    return FAMILIES[family].build(name, config)
 
 
 def keep(config: Any, family: str, instance: Any) -> None:
@@ -33,13 +45,13 @@ def build(config: Any, family: str) -> Any:
     kept = config.__dict__.get(_KEPT, {}).pop(family, None)
     if kept is not None and kept[0] == _options_of(config, family):
         return kept[1]
-    return FAMILIES[family].build(getattr(config, family), config)
+    return make(config, family, getattr(config, family))
 
 
 def check(config: Any, entries: list[tuple[str, str]]) -> None:
     """Builds each (family, entry) so that a bad option fails with its rule, even for an entry not chosen; the
     chosen entries' instances are kept for the run."""
     for family, name in entries:
-        instance = FAMILIES[family].build(name, config)
+        instance = make(config, family, name)
         if name == getattr(config, family, None):
             keep(config, family, instance)

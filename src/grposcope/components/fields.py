@@ -5,6 +5,7 @@ checks it). grposcope's GRPOConfig inherits the first three, the TRL integration
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass
@@ -114,7 +115,11 @@ class TRLRunWideOptions:
     """grposcope's run-wide fields in the TRL integration's config (trainer/config.py)."""
 
     advantage_estimator: str = 'grpo'
-    """"grpo", "dr_grpo", "rloo", "avspo" or "pool" (docs/algorithms.md)."""
+    """"grpo", "dr_grpo", "rloo", "avspo" or "pool" (docs/algorithms.md), or your own by its dotted path,
+    "mypkg.estimators:MyEstimator" (docs/architecture.md, "Plug-ins from outside the package")."""
+    advantage_estimator_kwargs: dict[str, Any] | str | None = None
+    """A plug-in estimator's keyword arguments that are not config fields (those it takes by their names, such as seed
+    or success_threshold): on the command line as JSON, --advantage_estimator_kwargs '{"eps": 0.001}'."""
     use_avspo: bool = False
     """AVSPO virtual samples for collapsed groups ("Advantage Collapse in Group Relative Policy Optimization: Diagnosis
     and Mitigation", arXiv 2605.21125). Same as advantage_estimator="avspo"."""
@@ -122,7 +127,9 @@ class TRLRunWideOptions:
     """Who gets how many completions (docs/algorithms.md, "Samplers"): "fixed" (G per prompt), "dynamic" (DAPO's dynamic
     sampling, arXiv 2503.14476), "reinforce_ada" (Reinforce-Ada, arXiv 2510.04996; pair it with
     advantage_estimator="pool") or "budgeted" (grposcope's: a fixed sample budget spent where a mixed group is most
-    likely)."""
+    likely), or your own by its dotted path, "mypkg.samplers:MySampler"."""
+    sampler_kwargs: dict[str, Any] | str | None = None
+    """A plug-in sampler's keyword arguments that are not config fields: --sampler_kwargs '{"rounds": 2}'."""
     success_threshold: float = 0.5
     """A completion with reward >= this counts as correct (all-correct vs all-wrong collapse, AVSPO)."""
     acr_ema_lambda: float = 0.9

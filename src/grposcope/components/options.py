@@ -15,7 +15,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.registry import dotted
 from .families import FAMILIES
+from .plugins import KWARGS, unread_kwargs
 
 
 @dataclass(frozen=True)
@@ -92,11 +94,32 @@ def checked_entries(args: Any) -> list[tuple[str, str]]:
 def unread_component_option(args: Any, field: str, options: dict[str, Declared] | None = None) -> str | None:
     """The note for a component option `field` that `args` sets but whose family's chosen entry does not read
     it; None when it is read, or is no component option (a config with fewer families: only those it has)."""
+    family = next((f for f, kwargs in KWARGS.items() if kwargs == field), None)
+    if family is not None:
+        return unread_kwargs(args, family)
     option = (options if options is not None else declared()).get(field)
     if option is None or not hasattr(args, option.family):
         return None
     chosen = getattr(args, option.family)
-    if chosen in option.entries:
-        return None
+    if chosen in option.entries or (dotted(chosen) and FAMILIES[option.family].takes(chosen, field)):
+        return None  # a plug-in reads a config field that it names as a keyword
     return (f"{field}={getattr(args, field)!r} is not used: {option.family}={chosen!r} does not read it (read by "
             f"{option.family} {', '.join(option.entries)})")
+
+
+def without_unread(family: str, name: str, params: dict[str, Any]) -> dict[str, Any]:
+    """`params` for entry `name` of `family` (the simulator's keyword arguments) under the policy above: an
+    option another entry of the family declares and `name` does not take is dropped with a warning naming
+    what reads it; any other key stays, for the entry's own error naming what it takes."""
+    import warnings
+
+    registry, options = FAMILIES[family], declared()
+    kept = {}
+    for key, value in params.items():
+        option = options.get(key)
+        if option is not None and option.family == family and not registry.takes(name, key):
+            warnings.warn(f"{key}={value!r} is not used: {family}={name!r} does not read it (read by {family} "
+                          f"{', '.join(option.entries)})", stacklevel=3)
+            continue
+        kept[key] = value
+    return kept

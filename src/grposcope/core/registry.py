@@ -10,6 +10,11 @@ fields it takes, under their own names too (the seed, the success threshold). Th
 field per declared option (trainer/options.py). `hosts` names the trainers an entry runs in (HOSTS): grposcope's
 own, TRL's subclass, verl's plugin. It is declared here, at the entry, and read by every host and by the docs'
 table; no host keeps its own list.
+
+A plug-in from outside the package is named by its dotted path, "package.module:Name" (torchtune's way of
+naming a component, with the colon of Python's entry points): `get` imports that module, and only it, the first
+time the name is looked up, and registers what it names with no declared option. Its options are its keyword
+arguments (grposcope.components.plugins).
 """
 
 from __future__ import annotations
@@ -25,6 +30,11 @@ from ..errors import InputTypeError
 
 T = TypeVar("T")
 HOSTS = ("grposcope", "trl", "verl")  # grposcope's own trainer, grposcope.integrations.trl, .verl
+
+
+def dotted(name: object) -> bool:
+    """Whether `name` names a plug-in by its dotted path, "package.module:Name"."""
+    return isinstance(name, str) and ":" in name
 
 
 @dataclass(frozen=True)
@@ -79,6 +89,7 @@ class Registry(Generic[T]):
         self._hosts: dict[str, tuple[str, ...]] = {}
         self._entry_modules = tuple(entry_modules)
         self._loaded = not self._entry_modules
+        self._plugins: set[str] = set()  # entries loaded from a dotted path (`plugin`)
 
     def _load(self) -> None:
         """Imports the entry modules once, before the first lookup."""
@@ -113,11 +124,54 @@ class Registry(Generic[T]):
 
     def get(self, name: str) -> Callable[..., T]:
         self._load()
-        try:
+        if name in self._entries:
             return self._entries[name]
-        except KeyError:
-            known = ", ".join(sorted(self._entries))
-            raise ValueError(f"unknown {self.kind} {name!r}; known: {known}") from None
+        if dotted(name):
+            return self.plugin(name)
+        known = ", ".join(self.names())
+        raise ValueError(f"unknown {self.kind} {name!r}; known: {known}, or your own as module.path:Name "
+                         "(docs/architecture.md, \"Plug-ins from outside the package\")")
+
+    def plugin(self, name: str) -> Callable[..., T]:
+        """Loads the plug-in `name` ("package.module:Name", Name may be dotted: Outer.Inner) and registers it,
+        runnable in every host, with no declared option: its options are its keyword arguments. Imports that
+        module only (and, as Python does, the packages above it)."""
+        module_name, _, attribute = name.partition(":")
+        if not all(part.isidentifier() for part in [*module_name.split("."), *attribute.split(".")]):
+            raise ValueError(f"{self.kind} {name!r}: a plug-in is named by its dotted path, module.path:Name, "
+                             "e.g. mypkg.estimators:MyEstimator")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as err:
+            if not err.name or not (module_name + ".").startswith(err.name + "."):
+                raise  # a module the plug-in imports is missing: its own traceback says which
+            raise ValueError(f"{self.kind} {name!r}: no module named {err.name!r} on Python's path; install the "
+                             "package that holds it, or add its folder to PYTHONPATH") from None
+        factory: Any = module
+        for part in attribute.split("."):
+            if not hasattr(factory, part):
+                raise ValueError(f"{self.kind} {name!r}: {module_name} ({module.__file__}) has no {attribute!r}")
+            factory = getattr(factory, part)
+        if not callable(factory):
+            raise ValueError(f"{self.kind} {name!r} is a {type(factory).__name__}, not a class or function")
+        self._entries[name], self._options[name], self._reads[name] = factory, (), ()
+        self._hosts[name] = HOSTS
+        self._plugins.add(name)
+        return factory
+
+    def unload(self, name: str) -> None:
+        """Forgets plug-in `name`, so that its next lookup imports it again (tests; a reloaded module)."""
+        if name not in self._plugins:
+            raise ValueError(f"{self.kind} {name!r} is no plug-in loaded from a dotted path")
+        self._plugins.discard(name)
+        for table in (self._entries, self._options, self._reads, self._hosts):
+            table.pop(name)
+
+    def is_plugin(self, name: str) -> bool:
+        """Whether entry `name` was loaded from a dotted path (loading it if need be)."""
+        if dotted(name):
+            self.get(name)
+        return name in self._plugins
 
     def make(self, name: str, **params: Any) -> T:
         """Builds the entry `name` with `params`; a parameter it does not take is named in the error, an old
@@ -179,7 +233,7 @@ class Registry(Generic[T]):
         imported first."""
         self._load()
         rank = {module: i for i, module in enumerate(self._entry_modules)}
-        names = list(self._entries)
+        names = [name for name in self._entries if name not in self._plugins]
         return sorted(names, key=lambda n: rank.get(getattr(self._entries[n], "__module__", ""), len(rank)))
 
     def default(self, name: str, option: Option) -> tuple[Any, Any]:
@@ -197,8 +251,9 @@ class Registry(Generic[T]):
                 or keyword in RENAMED.get((self.kind, name), {}))
 
     def names(self) -> list[str]:
+        """The registered entries, without the plug-ins a run loaded from dotted paths."""
         self._load()
-        return sorted(self._entries)
+        return sorted(name for name in self._entries if name not in self._plugins)
 
     def __contains__(self, name: object) -> bool:
         self._load()

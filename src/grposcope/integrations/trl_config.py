@@ -15,10 +15,10 @@ import warnings
 
 from trl import GRPOConfig as TRLGRPOConfig
 
-from ..components.build import keep
-from ..components.families import FAMILIES
+from ..components.build import check
 from ..components.fields import TRLEstimatorOptions, TRLRunWideOptions, TRLSamplerOptions
 from ..components.options import declared, unread_component_option
+from ..components.plugins import KWARGS, read_kwargs
 from ..core.advantages import ESTIMATORS
 from ..sampling import SAMPLERS, pool_pairing
 from ..trainer import config as own_config
@@ -75,8 +75,10 @@ class GRPOConfig(TRLSamplerOptions, TRLEstimatorOptions, TRLRunWideOptions, TRLG
                 "multi_objective_aggregation='sum_then_normalize' (TRL's default)")
         # grposcope's own ranges for its fields (TRL checks its own): the one table, as in grposcope's config
         check_options({name: getattr(self, name) for name in (*TRL_RUN_WIDE, *declared()) if hasattr(self, name)})
-        for family in FAMILIES_IN_TRL:  # a bad option fails here, before any model is loaded; kept for the run
-            keep(self, family, FAMILIES[family].build(getattr(self, family), self))
+        for family in FAMILIES_IN_TRL:  # a plug-in's keyword arguments, from JSON on TRL's command line
+            setattr(self, KWARGS[family], read_kwargs(KWARGS[family], getattr(self, KWARGS[family])))
+        # a bad option fails here, before any model is loaded; the instances are kept for the run
+        check(self, [(family, getattr(self, family)) for family in FAMILIES_IN_TRL])
         for note in self.unused_options() + ([pairing] if pairing else []):
             warnings.warn(note, stacklevel=3)
 
@@ -85,4 +87,5 @@ class GRPOConfig(TRLSamplerOptions, TRLEstimatorOptions, TRLRunWideOptions, TRLG
         options = declared()
         changed = [name for name, option in options.items()
                    if hasattr(self, name) and getattr(self, name) != option.default]
+        changed += [KWARGS[family] for family in FAMILIES_IN_TRL]
         return [note for name in changed if (note := unread_component_option(self, name, options))]

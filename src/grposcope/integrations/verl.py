@@ -55,6 +55,7 @@ from typing import Any, Callable
 
 import torch
 
+from ..core.registry import dotted
 from . import verl_skip
 from .verl_groups import group_rows, run_estimator
 from .verl_hooks import when_imported
@@ -69,6 +70,7 @@ from .verl_run import (  # noqa: F401
     SKIP_KEY,
     STATE_FILE,
     TESTED_VERL,
+    add_plugin,
     attach_state,
     config_fields,
     estimator_params,
@@ -122,7 +124,7 @@ def make_verl_estimator(name: str) -> Callable[..., tuple[torch.Tensor, torch.Te
         advantages = (adv.unsqueeze(-1) * response_mask).to(token_level_rewards.dtype)  # (N, T)
         return advantages, advantages  # returns = advantages, as verl's grpo
 
-    estimate.__name__ = f"grposcope_{NAMES[name]}_advantage"
+    estimate.__name__ = f"grposcope_{NAMES[name].replace('.', '_').replace(':', '_')}_advantage"
     estimate.__qualname__ = estimate.__name__
     estimate.slot = held  # type: ignore[attr-defined]
     return estimate
@@ -142,7 +144,22 @@ def register() -> None:
         core_algos.register_adv_est(name)(make_verl_estimator(name))
 
 
+def get_adv_estimator_fn(name_or_enum: Any) -> Callable[..., Any]:
+    """verl's lookup of an advantage estimator by name (both trainers call it through core_algos), which first
+    registers a grposcope plug-in named by its dotted path: algorithm.adv_estimator=mypkg.estimators:MyEstimator
+    (grposcope.components.plugins; its options in algorithm.grposcope.advantage_estimator_kwargs)."""
+    name = getattr(name_or_enum, "value", name_or_enum)
+    if dotted(name) and name not in core_algos.ADV_ESTIMATOR_REGISTRY:
+        add_plugin(name)
+        core_algos.register_adv_est(name)(make_verl_estimator(name))
+    return _verl_lookup(name_or_enum)
+
+
 register()
+# verl's own lookup, kept under the wrapper: a re-import of this module wraps verl's, not its own wrapper
+_verl_lookup = getattr(core_algos.get_adv_estimator_fn, "verl_lookup", core_algos.get_adv_estimator_fn)
+get_adv_estimator_fn.verl_lookup = _verl_lookup  # type: ignore[attr-defined]
+core_algos.get_adv_estimator_fn = get_adv_estimator_fn
 if verl_skip.enabled():  # GRPOSCOPE_SKIP_NO_SIGNAL_STEPS=1 in this process: a worker (verl.forward_skip sets it)
     verl_skip.install()
 

@@ -17,7 +17,9 @@ from typing import Any
 
 import torch
 
+from ..components.plugins import KWARGS, plugin_params, read_kwargs
 from ..core.advantages import ESTIMATORS, AdvantageEstimator
+from ..core.registry import dotted
 from ..sampling import SAMPLERS
 from . import verl_skip
 from .verl_groups import verl_name
@@ -62,7 +64,39 @@ require_verl()
 def config_fields(name: str) -> list[str]:
     """The config fields that verl estimator `name` reads from algorithm.grposcope: its keyword arguments."""
     core = NAMES[name]
+    if ESTIMATORS.is_plugin(core):
+        return plugin_fields(ESTIMATORS, "advantage_estimator", core)
     return [o.field for o in ESTIMATORS.options(core)] + list(ESTIMATORS.reads(core))
+
+
+def add_plugin(name: str) -> None:
+    """Makes estimator plug-in `name` (its dotted path, algorithm.adv_estimator=mypkg.estimators:MyEstimator)
+    one of NAMES, under that name, with the state a resumed run read for it before it was looked up."""
+    ESTIMATORS.get(name)  # imports its module: a missing one fails with the fix
+    NAMES[name] = name
+    if name in _waiting:
+        slot(name).load_state_dict(_waiting.pop(name))
+
+
+# Plug-ins from outside grposcope (grposcope.components.plugins): their own keyword arguments come from
+# algorithm.grposcope.<family>_kwargs; one that is a run-wide field of the family (success_threshold, seed)
+# is read from algorithm.grposcope.<field>, as the built-in entries read it
+
+
+def plugin_fields(registry: Any, family: str, name: str) -> list[str]:
+    """The keys of algorithm.grposcope that plug-in `name` reads: its keyword arguments' mapping, and the
+    run-wide fields the family's own entries read that it takes by name."""
+    run_wide = {field for entry in registry.names() for field in registry.reads(entry)} | set(SHARED_FIELDS)
+    return [KWARGS[family], *(field for field in run_wide if registry.takes(name, field))]
+
+
+def plugin_keywords(registry: Any, family: str, name: str, section: dict[str, Any]) -> dict[str, Any]:
+    """Plug-in `name`'s keyword arguments from algorithm.grposcope."""
+    where = f"algorithm.{CONFIG_KEY}.{KWARGS[family]}"
+    by_name = plugin_fields(registry, family, name)[1:]
+    values = {**SHARED_FIELDS, **section}
+    fields = {field: plain_value(values[field]) for field in by_name if field in values}
+    return plugin_params(registry, name, read_kwargs(where, section.get(KWARGS[family])), fields, where)
 
 
 def grposcope_section(config: Any) -> dict[str, Any]:
@@ -91,6 +125,8 @@ def sampler_fields(section: dict[str, Any]) -> set[str]:
     name = section.get(SAMPLER_KEY)
     if name is None:
         return set()
+    if SAMPLERS.is_plugin(name):
+        return {SAMPLER_KEY, *plugin_fields(SAMPLERS, "sampler", name)}
     return {SAMPLER_KEY, *(o.field for o in SAMPLERS.options(name)), *SAMPLERS.reads(name)}
 
 
@@ -107,7 +143,10 @@ def estimator_params(name: str, config: Any) -> tuple[dict[str, Any], float]:
     unread_elsewhere(section, known, f"algorithm.adv_estimator={name}",
                      f"is not an option of advantage estimator {name!r}; it reads")
     check_ranges(section)
-    params = {key: plain_value(value) for key, value in section.items() if key in fields}
+    if ESTIMATORS.is_plugin(NAMES[name]):
+        params = plugin_keywords(ESTIMATORS, "advantage_estimator", NAMES[name], section)
+    else:
+        params = {key: plain_value(value) for key, value in section.items() if key in fields}
     threshold = section.get("success_threshold", SHARED_FIELDS["success_threshold"])
     return params, float(threshold)
 
@@ -268,7 +307,9 @@ def uses_grposcope(config: Any) -> bool:
     algorithm = config.get("algorithm") if hasattr(config, "get") else None
     if algorithm is None:
         return False
-    return algorithm.get("adv_estimator") in NAMES or grposcope_section(algorithm).get(SAMPLER_KEY) is not None
+    estimator = algorithm.get("adv_estimator")
+    return (estimator in NAMES or dotted(estimator)
+            or grposcope_section(algorithm).get(SAMPLER_KEY) is not None)
 
 
 def skip_setting(config: Any) -> bool | None:

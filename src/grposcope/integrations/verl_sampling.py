@@ -156,6 +156,8 @@ def sampler_options(algorithm: Any) -> tuple[str, dict[str, Any]] | None:
     plugin.unread_elsewhere(section, known, f"sampler={name} with algorithm.adv_estimator={estimator}",
                             f"is not an option of sampler {name!r} or of advantage estimator {estimator!r}; they read")
     plugin.check_ranges(section)
+    if SAMPLERS.is_plugin(name):
+        return name, plugin.plugin_keywords(SAMPLERS, "sampler", name, section)
     return name, {k: plugin.plain_value(v) for k, v in section.items() if k in fields - {plugin.SAMPLER_KEY}}
 
 

@@ -9,6 +9,7 @@ Depends on torch only (and core); the trainer and the collapse simulator hand in
 
 from __future__ import annotations
 
+from ..core.registry import dotted
 from .base import DrawFn, MorePrompts, Sampler, ScoredDraw, Selection, example_key, informative
 from .registry import SAMPLERS
 
@@ -32,7 +33,7 @@ def pool_pairing(sampler: str, estimator: str) -> str | None:
         raise ValueError(f"advantage_estimator='pool' takes its baseline from every completion drawn for a prompt, "
                          f"and sampler={sampler!r} draws only the group: use sampler={drawing[0]!r} (or one of "
                          f"{', '.join(drawing)}), or advantage_estimator='grpo'")
-    if makes_pool and estimator != "pool":
+    if makes_pool and estimator != "pool" and not dotted(estimator):  # a plug-in may read the pool
         return (f"sampler={sampler!r} draws a pool of completions per prompt, and advantage_estimator="
                 f"{estimator!r} ignores it: Reinforce-Ada's baseline is the pool's mean (advantage_estimator='pool')")
     return None

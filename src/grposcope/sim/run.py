@@ -17,9 +17,11 @@ from typing import Any, Iterator
 
 import torch
 
+from ..components.families import FAMILIES
+from ..components.options import without_unread
 from ..core import advantages
 from ..core.diagnostics import CollapseMonitor
-from ..sampling import SAMPLERS, Sampler
+from ..sampling import Sampler
 from ..sampling.stream import PromptStream
 from .config import SimConfig
 from .memory import check_memory
@@ -107,18 +109,22 @@ def _step(config: SimConfig, pop: Population, p: torch.Tensor, sampler: Sampler,
 
 
 def build_sampler(config: SimConfig) -> Sampler:
-    """The registry's sampler, seeded from the run's seed unless its options set one."""
-    return _seeded(SAMPLERS, config.sampler, config.seed, config.sampler_options)
+    """The registry's sampler (or a plug-in's, by dotted path), seeded from the run's seed unless its options
+    set one."""
+    return _seeded("sampler", config.sampler, config.seed, config.sampler_options)
 
 
 def build_estimator(config: SimConfig) -> advantages.AdvantageEstimator:
     """The registry's estimator (stateful ones, such as avspo, live for the whole run)."""
-    return _seeded(advantages.ESTIMATORS, config.estimator, config.seed, config.estimator_options)
+    return _seeded("advantage_estimator", config.estimator, config.seed, config.estimator_options)
 
 
-def _seeded(registry, name: str, seed: int, options: dict) -> Any:
+def _seeded(family: str, name: str, seed: int, options: dict) -> Any:
+    """Entry `name` of `family` with `options`, under the one policy for another entry's option
+    (grposcope.components.options), and the run's seed when it takes one."""
+    registry = FAMILIES[family]
     seeded = {"seed": seed} if registry.takes(name, "seed") else {}
-    return registry.make(name, **seeded, **options)
+    return registry.make(name, **{**seeded, **without_unread(family, name, options)})
 
 
 def summarize(history: dict[str, list[float]], initial_accuracy: float, g: int) -> dict[str, float]:

@@ -18,6 +18,7 @@ from ..components.build import check as check_components
 from ..components.families import FAMILIES
 from ..components.fields import EstimatorOptions, LossOptions, SamplerOptions
 from ..components.options import checked_entries
+from ..components.plugins import KWARGS, read_kwargs
 from ..core.losses import KL_ESTIMATORS, ROLLOUT_CORRECTIONS
 from ..eval_settings import MAX_PROMPT_LENGTH
 from ..models.loading import DEFAULT_MODEL
@@ -227,7 +228,11 @@ class GRPOConfig(LossOptions, SamplerOptions, EstimatorOptions):
     policy_loss: str = "grpo"
     """The policy loss (docs/algorithms.md, "Policy losses"): "grpo" (PPO's clipped surrogate with clip-higher
     and dual-clip), or another registered one; its options are listed under "policy losses" below. KL and
-    entropy terms add to any of them."""
+    entropy terms add to any of them. Your own: "mypkg.losses:MyLoss" (docs/architecture.md, "Plug-ins from
+    outside the package")."""
+    policy_loss_kwargs: dict[str, Any] | str | None = None
+    """A plug-in policy loss's keyword arguments that are not config fields (those it takes by their names):
+    on the command line as JSON, --policy_loss_kwargs '{"clip": 0.3}'."""
     loss_type: str = "dapo"
     """Aggregation of the per-token loss: "dapo"/"bnpo" (token mean over the batch, DAPO arXiv 2503.14476),
     "grpo" (mean per sequence, DeepSeekMath arXiv 2402.03300), "dr_grpo" (sum / max_completion_length,
@@ -245,7 +250,11 @@ class GRPOConfig(LossOptions, SamplerOptions, EstimatorOptions):
 
     # --- advantages and collapse (grposcope) ---------------------------------------------------------------
     advantage_estimator: str = "grpo"
-    """"grpo", "dr_grpo", "rloo", "avspo" or "pool" (docs/algorithms.md)."""
+    """"grpo", "dr_grpo", "rloo", "avspo" or "pool" (docs/algorithms.md), or your own by its dotted path,
+    "mypkg.estimators:MyEstimator" (docs/architecture.md, "Plug-ins from outside the package")."""
+    advantage_estimator_kwargs: dict[str, Any] | str | None = None
+    """A plug-in estimator's keyword arguments that are not config fields (those it takes by their names, such
+    as seed or success_threshold): on the command line as JSON, --advantage_estimator_kwargs '{"eps": 0.001}'."""
     use_avspo: bool = False
     """AVSPO virtual samples for collapsed groups ("Advantage Collapse in Group Relative Policy Optimization:
     Diagnosis and Mitigation", arXiv 2605.21125). Same as advantage_estimator="avspo"."""
@@ -256,7 +265,9 @@ class GRPOConfig(LossOptions, SamplerOptions, EstimatorOptions):
     """Who gets how many completions (docs/algorithms.md, "Samplers"): "fixed" (G per prompt), "dynamic" (DAPO's
     dynamic sampling, arXiv 2503.14476), "reinforce_ada" (Reinforce-Ada, arXiv 2510.04996; pair it with
     advantage_estimator="pool") or "budgeted" (grposcope's: a fixed sample budget spent where a mixed group is
-    most likely)."""
+    most likely), or your own by its dotted path, "mypkg.samplers:MySampler"."""
+    sampler_kwargs: dict[str, Any] | str | None = None
+    """A plug-in sampler's keyword arguments that are not config fields: --sampler_kwargs '{"rounds": 2}'."""
     success_threshold: float = 0.5
     """A completion with reward >= this counts as correct (all-correct vs all-wrong collapse, AVSPO)."""
     kl_bound: float = 0.5
@@ -307,6 +318,8 @@ class GRPOConfig(LossOptions, SamplerOptions, EstimatorOptions):
             raise ValueError("kl_in_reward=True needs beta > 0 (the KL's weight in the reward); set beta, e.g. "
                              "0.04, or drop kl_in_reward")
         self.generation_kwargs = check_generation_kwargs(self.generation_kwargs, self.max_completion_length)
+        for field in KWARGS.values():  # a plug-in's keyword arguments, from JSON on the command line
+            setattr(self, field, read_kwargs(field, getattr(self, field)))
         # a bad option fails with its rule, even for an entry not chosen; the chosen ones are kept for the run
         check_components(self, checked_entries(self))
 

@@ -88,8 +88,8 @@ _MIXINS = {"advantage_estimator": ("EstimatorOptions", "the advantage estimators
            "sampler": ("SamplerOptions", "the samplers'"), "policy_loss": ("LossOptions", "the policy losses'")}
 TRL_SHARED = ("scale_rewards",)  # TRL's own field, grpo's option: TRL's GRPOConfig keeps its declaration
 # grposcope's run-wide fields the TRL integration's config adds, meaning what they mean in grposcope's own
-TRL_RUN_WIDE = ("advantage_estimator", "use_avspo", "sampler", "success_threshold", "acr_ema_lambda", "kl_bound",
-                "skip_no_signal_steps", "diagnose_every")
+TRL_RUN_WIDE = ("advantage_estimator", "advantage_estimator_kwargs", "use_avspo", "sampler", "sampler_kwargs",
+                "success_threshold", "acr_ema_lambda", "kl_bound", "skip_no_signal_steps", "diagnose_every")
 
 
 def _hint(hint) -> str:
@@ -109,7 +109,8 @@ def render_fields() -> str:
     lines = ['"""The components\' options as dataclass fields, for IDEs and type checkers: rendered from the',
              "registrations by `python -m grposcope.trainer.config_doc --fields` (do not edit; tests/test_config.py",
              'checks it). grposcope\'s GRPOConfig inherits the first three, the TRL integration\'s the TRL ones."""',
-             "", "from __future__ import annotations", "", "from dataclasses import dataclass", ""]
+             "", "from __future__ import annotations", "", "from dataclasses import dataclass",
+             "from typing import Any", ""]
 
     def mixin(name: str, doc: str, fields: list) -> None:
         lines.extend(["", "@dataclass", f"class {name}:", f'    """{doc}"""', ""])
