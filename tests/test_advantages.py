@@ -212,7 +212,8 @@ def test_avspo_state_round_trip_continues_identically():
 
 def test_unknown_names_list_the_known_ones():
     known = ", ".join(advantages.available())
-    with pytest.raises(ValueError, match=f"unknown advantage estimator 'gpro'; known: {known}$"):
+    with pytest.raises(ValueError, match=f"unknown advantage estimator 'gpro'; known: {known}, or your own as "
+                                         r"module.path:Name \(docs/architecture.md"):
         advantages.make("gpro")
     with pytest.raises(ValueError, match="known: stratified, uniform, fixed, exp_decay, opposite"):
         advantages.make("avspo", virtual_sample_strategy="random")

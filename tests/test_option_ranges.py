@@ -23,6 +23,11 @@ CASES: dict[str, tuple[dict, str]] = {
     "overwrite_output_dir": ({"overwrite_output_dir": "yes"}, r"option overwrite_output_dir: got 'yes' \(str\)"),
     "run_name": ({"run_name": 5}, r"option run_name: got 5 \(int\)"),
     "seed": ({"seed": -1}, r"seed must be in \[0, 4294967295\] .*got -1"),
+    # a plug-in's keyword arguments (components/plugins.py)
+    "advantage_estimator_kwargs": ({"advantage_estimator_kwargs": "[1]"},
+                                   r"advantage_estimator_kwargs must be a mapping of the plug-in's keyword"),
+    "sampler_kwargs": ({"sampler_kwargs": 5}, r"option sampler_kwargs: got 5 \(int\); it takes a mapping"),
+    "policy_loss_kwargs": ({"policy_loss_kwargs": "{a"}, r"policy_loss_kwargs must be a mapping .*got '\{a'"),
     "report_to": ({"report_to": "tensorbored"}, r"unknown logger\(s\) \['tensorbored'\] in report_to"),
     "logging_steps": ({"logging_steps": 0}, r"logging_steps must be a positive integer .*got 0"),
     "log_completions": ({"log_completions": "no"}, r"option log_completions: got 'no'"),

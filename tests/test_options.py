@@ -12,7 +12,7 @@ import yaml
 
 from grposcope.cli import coerce_all, parse_overrides
 from grposcope.components.families import FAMILIES
-from grposcope.components.options import declared, with_component_options
+from grposcope.components.options import declared
 from grposcope.core.registry import Option, Registry
 from grposcope.trainer.config import GRPOConfig
 from grposcope.trainer.options import unused_options
@@ -42,22 +42,18 @@ def test_an_option_takes_its_default_and_type_from_the_signature_and_must_agree_
     with pytest.raises(TypeError, match="declares the config option 'depth', which is not one of its keyword"):
         toy.register("b", options=[Option("depth", "how deep")])(lambda width=1: None)
 
-    @dataclasses.dataclass
-    class Base:
-        seed: int = 0
-
     original = dict(FAMILIES)
     try:
         FAMILIES["toy"] = toy
-        made = with_component_options(Base)
-        assert made(width=5).width == 5 and made().width == 3 and made.__name__ == "Base"
+        width = declared()["width"]
+        assert (width.family, width.entries, width.default, width.hint) == ("toy", ("a",), 3, int)
 
         @toy.register("c", options=[Option("width", "how wide")])
         def c(width: int = 4): ...
 
         with pytest.raises(TypeError, match="option 'width' is declared by .* with another family, default or "
                                             "meaning"):
-            with_component_options(Base)
+            declared()
     finally:
         FAMILIES.clear()
         FAMILIES.update(original)

@@ -52,34 +52,6 @@ def declared() -> dict[str, Declared]:
     return out
 
 
-def with_component_options(cls: type, entries: dict[str, tuple[str, ...] | None] | None = None,
-                           shared: tuple[str, ...] = ()) -> type:
-    """The dataclass `cls` with one more field per declared component option, so that a component's options
-    are set like any other (GRPOConfig(virtual_sample_alpha=0.3), YAML, --virtual_sample_alpha 0.3).
-    `entries`: {family: the entries whose options to add, or None for all}, by default every family's all;
-    `shared`: fields `cls` already has that mean what the option means (TRL's scale_rewards), which stay as
-    they are. Any other clash is an error."""
-    entries = {family: None for family in FAMILIES} if entries is None else entries
-    own = {f.name for f in dataclasses.fields(cls)}
-    fields = []
-    for field, option in declared().items():
-        if option.family not in entries or field in shared:
-            continue
-        wanted = entries[option.family]
-        if wanted is not None and not set(option.entries) & set(wanted):
-            continue
-        if field in own:
-            raise TypeError(f"component option {field!r} clashes with the run-wide {cls.__name__} field of that name")
-        mutable = isinstance(option.default, (list, dict, set))
-        spec = dataclasses.field(default_factory=lambda d=option.default: type(d)(d)) if mutable else \
-            dataclasses.field(default=option.default)
-        fields.append((field, option.hint, spec))
-    made = dataclasses.make_dataclass(cls.__name__, fields, bases=(cls,),
-                                      namespace={"__doc__": cls.__doc__, "__module__": cls.__module__})
-    made.__qualname__ = cls.__qualname__
-    return made
-
-
 def checked_entries(args: Any) -> list[tuple[str, str]]:
     """(family, entry) pairs a config check builds: the chosen entry of each family, and every other entry
     that declares an option the config sets away from its default, so that a bad value fails even where

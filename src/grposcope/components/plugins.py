@@ -37,8 +37,9 @@ def read_kwargs(field: str, value: Any) -> dict[str, Any] | None:
             parsed = None
         if isinstance(parsed, dict):
             return parsed
+    shown = repr(value) if len(repr(value)) <= 200 else repr(value)[:200] + "..."
     raise ValueError(f"{field} must be a mapping of the plug-in's keyword arguments, e.g. --{field} "
-                     f"'{{\"eps\": 0.001}}', got {value!r}")
+                     f"'{{\"option\": 1}}', got {shown}")
 
 
 def plugin_params(registry: Registry, name: str, kwargs: Mapping[str, Any] | None,

@@ -7,4 +7,4 @@ from __future__ import annotations
 from .registry import Registry
 
 POLICY_LOSSES: Registry = Registry("policy loss", entry_modules=(
-    "grposcope.core.losses", "grposcope.core.cispo", "grposcope.core.gspo"))
+    "grposcope.core.losses", "grposcope.core.cispo", "grposcope.core.gspo"), plugins=True)

@@ -78,10 +78,11 @@ class Registry(Generic[T]):
     ...     def __init__(self, scale_rewards: str = "group"): ...
     """
 
-    def __init__(self, kind: str, entry_modules: Iterable[str] = ()) -> None:
+    def __init__(self, kind: str, entry_modules: Iterable[str] = (), plugins: bool = False) -> None:
         """`entry_modules`: the modules whose import registers the family's own entries, imported on the first
         lookup. The registry's module imports none of them, and they import it: no circle, and no entry depends
-        on which module a program happened to import first. Their order is the order tables list them in."""
+        on which module a program happened to import first. Their order is the order tables list them in.
+        `plugins`: a dotted path "package.module:Name" names an entry from outside (`plugin`)."""
         self.kind = kind
         self._entries: dict[str, Callable[..., T]] = {}
         self._options: dict[str, tuple[Option, ...]] = {}
@@ -90,6 +91,7 @@ class Registry(Generic[T]):
         self._entry_modules = tuple(entry_modules)
         self._loaded = not self._entry_modules
         self._plugins: set[str] = set()  # entries loaded from a dotted path (`plugin`)
+        self._takes_plugins = plugins
 
     def _load(self) -> None:
         """Imports the entry modules once, before the first lookup."""
@@ -126,11 +128,12 @@ class Registry(Generic[T]):
         self._load()
         if name in self._entries:
             return self._entries[name]
-        if dotted(name):
+        if self._takes_plugins and dotted(name):
             return self.plugin(name)
         known = ", ".join(self.names())
-        raise ValueError(f"unknown {self.kind} {name!r}; known: {known}, or your own as module.path:Name "
-                         "(docs/architecture.md, \"Plug-ins from outside the package\")")
+        yours = (", or your own as module.path:Name (docs/architecture.md, \"Plug-ins from outside the package\")"
+                 if self._takes_plugins else "")
+        raise ValueError(f"unknown {self.kind} {name!r}; known: {known}{yours}")
 
     def plugin(self, name: str) -> Callable[..., T]:
         """Loads the plug-in `name` ("package.module:Name", Name may be dotted: Outer.Inner) and registers it,
@@ -169,7 +172,7 @@ class Registry(Generic[T]):
 
     def is_plugin(self, name: str) -> bool:
         """Whether entry `name` was loaded from a dotted path (loading it if need be)."""
-        if dotted(name):
+        if self._takes_plugins and dotted(name):
             self.get(name)
         return name in self._plugins
 
