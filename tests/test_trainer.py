@@ -59,6 +59,11 @@ def test_two_steps_log_every_applicable_metric(tmp_path, tiny_llama, tiny_tokeni
     assert torch.isfinite(torch.tensor(lines[-1]["loss/policy"]))
     assert (tmp_path / "run" / "model" / "model.safetensors").exists()
     assert isinstance(summary, dict)
+    # where the run's wall time went, in summary.json only (the printed table is unchanged)
+    parts = ["time/load_s", "time/eval_before_s", "time/steps_s", "time/eval_after_s", "time/save_s"]
+    saved = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert [summary[p] > 0 for p in parts] == [True] * 5 and {p: saved[p] for p in parts} == {
+        p: summary[p] for p in parts}
 
 
 def test_an_update_moves_log_probs_the_way_the_advantages_ask(tmp_path, tiny_llama, tiny_tokenizer):

@@ -179,12 +179,14 @@ class RunLogger:
         self._notes.add(message)
         self._display.note(message)
 
-    def summary(self, extra: dict[str, float | str] | None = None) -> dict[str, Any]:
+    def summary(self, extra: dict[str, float | str] | None = None,
+                unshown: dict[str, float] | None = None) -> dict[str, Any]:
         """Prints the run's summary table, writes it to <output_dir>/summary.json, and returns it.
 
         Figures: steps, wall time (the time this logger ran, plus the logged span before a resume), reward
         and ACR over the first 10%, the last 10% and the whole run, the mean post-mitigation ACR, the last
-        entropy, and the alarms that fired. `extra` rows (e.g. held-out accuracy) are added as given.
+        entropy, and the alarms that fired. `extra` rows (e.g. held-out accuracy) are added as given;
+        `unshown` figures (the run's time split) go into summary.json only.
         """
         extra = dict(extra or {})
         figures = self.stats.figures(wall_time_s=self._prior_wall_s + time.time() - self._started)
@@ -194,6 +196,7 @@ class RunLogger:
         self._display.stop()  # the table goes below the finished bar, not inside it
         self._display.show(render_table(summary_rows(figures, extra)))
         figures.update(extra)
+        figures.update(unshown or {})
         write_atomically(self.output_dir / SUMMARY_FILE,
                          json.dumps(_json_safe(figures), indent=2, allow_nan=False) + "\n")
         return figures

@@ -1,4 +1,5 @@
-"""Where a step's time goes: named phases, timed with the wall clock, reported as `perf/<phase>_s`."""
+"""Where a step's time goes: named phases, timed with the wall clock, reported as `perf/<phase>_s`; and where
+a run's goes, part by part, in summary.json's `time/<part>_s`."""
 
 from __future__ import annotations
 
@@ -28,3 +29,19 @@ class PhaseTimer:
         out = {f"perf/{phase}_s": s for phase, s in self.seconds.items()}
         self.seconds = dict.fromkeys(PHASES, 0.0)
         return out
+
+
+class RunClock:
+    """Seconds per part of a run: "load" (data, model, optimizer: the trainer's construction), "eval_before",
+    "steps" (generation and updates), "eval_after", "save" (the final model). In summary.json as
+    `time/<part>_s`, not in the printed table: what a slow start or a slow evaluation costs, measured."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def add(self, part: str, since: float) -> None:
+        """Adds the time from `since` (a time.perf_counter() reading) to now to `part`."""
+        self.seconds[part] = self.seconds.get(part, 0.0) + time.perf_counter() - since
+
+    def figures(self) -> dict[str, float]:
+        return {f"time/{part}_s": round(seconds, 3) for part, seconds in self.seconds.items()}

@@ -34,7 +34,7 @@ from .folder_lock import FolderLock
 from .generation import Generation, UpdateFigures, length_buckets, optimizer_batches
 from .geometry import total_steps
 from .options import unused_options
-from .phases import PhaseTimer
+from .phases import PhaseTimer, RunClock
 from .policy import TrainBatch, completion_logps
 from .setup import build_run, check_output_dir
 from .step_metrics import GenerationFigures, OptimizerFigures, StepMetrics, summary_figures
@@ -65,7 +65,9 @@ class GRPOTrainer:
         self.args = args or GRPOConfig()
         self.callbacks = _check_callbacks(callbacks or [])
         check_writable(self.args.output_dir, "output_dir", folder=True)  # before the model loads
+        self.clock, t0 = RunClock(), time.perf_counter()
         run = build_run(self.args, model, reward_funcs, train_dataset, eval_dataset, processing_class)
+        self.clock.add("load", t0)
         self.model, self.tokenizer, self.ref_model = run.model, run.tokenizer, run.ref_model
         self.geometry, self.stream, self.eval_examples = run.geometry, run.stream, run.eval_examples
         self.scorer, self.estimator, self.backend = run.scorer, run.estimator, run.backend
@@ -111,7 +113,10 @@ class GRPOTrainer:
                 if note:
                     logger.note(note)
             if self._eval_before is None:
+                t0 = time.perf_counter()
                 self._eval_before = self.evaluate()  # {} without a held-out split
+                self.clock.add("eval_before", t0)
+            steps_t0 = time.perf_counter()
             while self.global_step < self.max_steps:
                 if self._generation is None or self._generation.done:
                     if self._budget_spent():
@@ -140,10 +145,15 @@ class GRPOTrainer:
                 self._stop_if_unstable()
                 if self.global_step % self.args.save_steps == 0:
                     self.save_checkpoint()
+            self.clock.add("steps", steps_t0)
+            t0 = time.perf_counter()
             after = self._last_eval if self._last_eval_step == self.global_step else self.evaluate()
+            self.clock.add("eval_after", t0)
+            t0 = time.perf_counter()
             self.save_model()
+            self.clock.add("save", t0)
             skipped = self.no_signal_steps if self.args.skip_no_signal_steps else None
-            summary = logger.summary(summary_figures(self._eval_before, after, skipped))
+            summary = logger.summary(summary_figures(self._eval_before, after, skipped), unshown=self.clock.figures())
             if self.live is not None:
                 self.live.finish()  # output_dir/findings.json
             return summary
