@@ -47,3 +47,49 @@ def test_use_vllm_fails_when_the_config_is_built_and_names_the_trl_route():
     assert ROLLOUTS.names() == ["transformers"]  # no registered backend that can only fail
     with pytest.raises(ValueError, match="use_vllm=True.*grposcope.integrations.trl"):
         GRPOConfig(use_vllm=True)
+
+
+def test_shared_prefix_counts_the_tokens_every_left_padded_prompt_starts_with():
+    from grposcope.rollout.hf import shared_prefix
+
+    pad = 0
+    ids = torch.tensor([[pad, 5, 6, 7, 8, 9], [5, 6, 7, 3, 4, 2], [pad, pad, 5, 6, 7, 1]])
+    mask = (ids != pad).long()
+    # real tokens: [5 6 7 8 9], [5 6 7 3 4 2], [5 6 7 1]: 3 in common, but the shortest keeps 2 of its own
+    assert shared_prefix(ids, mask) == 2
+    assert shared_prefix(ids[:2], mask[:2]) == 3
+    assert shared_prefix(torch.tensor([[5, 6], [7, 6]]), torch.ones(2, 2, dtype=torch.long)) == 0
+    inner = torch.tensor([[1, 0, 1, 1, 1], [1, 1, 1, 1, 1]])  # padding inside a prompt: nothing is shared
+    assert shared_prefix(torch.tensor([[5, 0, 6, 7, 8], [5, 6, 7, 8, 9]]), inner) == 0
+
+
+@pytest.mark.parametrize("greedy", [True, False])
+def test_a_shared_prompt_start_prefilled_once_gives_the_left_padded_passs_tokens(tiny_llama, tiny_tokenizer,
+                                                                                  monkeypatch, greedy):
+    """The prompts' common start runs once and each prompt's own tokens after it; the decode loop then sees the
+    cache as [start | padding | own tokens]. Tokens equal those of the left-padded pass, log-probs to 1e-5,
+    and the rollout hands the update the left-padded prompts as before."""
+    import grposcope.rollout.hf as hf
+
+    backend = ROLLOUTS.make("transformers", model=tiny_llama, tokenizer=tiny_tokenizer)
+    prompts = ["What is 2 + 3 ? What is 4 + 4 ?", "What is 2 + 3 ? What is the answer to 6 + 1 ?",
+               "What is 2 + 3 ? 7"]  # 10, 13 and 7 tokens; the first 6 shared
+    params = SamplingParams(max_completion_length=6, greedy=greedy, extra=(("min_new_tokens", 6),))
+    outs, calls = [], []
+    original = hf.TransformersRollout._prefill_shared
+
+    def counted(self, *args):
+        calls.append(args[-1])  # the shared tokens
+        return original(self, *args)
+
+    monkeypatch.setattr(hf.TransformersRollout, "_prefill_shared", counted)
+    for tokens in (10**9, 2):  # off, then on for 3 prompts of any shared length >= 2
+        monkeypatch.setattr(hf, "SHARED_PREFIX_TOKENS", tokens)
+        monkeypatch.setattr(hf, "SHARED_PREFIX_PROMPTS", 3)
+        torch.manual_seed(0)
+        outs.append(backend.generate(prompts, 2, params))
+    assert calls == [5]  # "What is 2 + 3 ?" and the chat template's start; the third prompt keeps 2 own
+    off, on = outs
+    assert torch.equal(on.completion_ids, off.completion_ids) and on.texts == off.texts
+    torch.testing.assert_close(on.sampling_logp, off.sampling_logp, atol=1e-5, rtol=0)
+    assert torch.equal(on.prompt_ids, off.prompt_ids) and torch.equal(on.prompt_mask, off.prompt_mask)

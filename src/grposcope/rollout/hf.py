@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import torch
 
 from .base import Rollout, RolloutBackend, SamplingParams, completion_mask, concat
 from .decode import decode
-from .kv_cache import reserve, reserved_cache
+from .kv_cache import repeat_rows, reserve, reserved_cache
 from .model_defaults import ModelDefaults
 from .options import check_generation_kwargs
 from .registry import ROLLOUTS
@@ -62,8 +63,15 @@ class TransformersRollout(RolloutBackend):
             self.prompts_cut += int((mask.sum(dim=1) > self.max_prompt_length).sum())
             ids, mask = ids[:, -self.max_prompt_length :], mask[:, -self.max_prompt_length :]
         ids, mask = ids.to(self.model.device), mask.to(self.model.device)
-        cache = self._prefill(ids, mask, g, ids.shape[1] + params.max_completion_length)
+        own_loop = self.own_loop and set(dict(params.extra)) <= OWN_LOOP_KWARGS
+        capacity = ids.shape[1] + params.max_completion_length
+        shared = shared_prefix(ids, mask) if own_loop and ids.shape[0] >= SHARED_PREFIX_PROMPTS else 0
+        if shared >= SHARED_PREFIX_TOKENS:  # the own loop reads the cache's layout from its own ids and mask
+            cache, loop_ids, loop_mask = self._prefill_shared(ids, mask, g, capacity, shared)
+        else:
+            cache, loop_ids, loop_mask = self._prefill(ids, mask, g, capacity), ids, mask
         ids, mask = ids.repeat_interleave(g, dim=0), mask.repeat_interleave(g, dim=0)  # (B*G, P)
+        loop_ids, loop_mask = loop_ids.repeat_interleave(g, dim=0), loop_mask.repeat_interleave(g, dim=0)
         sampling = {"do_sample": False} if params.greedy else {
             "do_sample": True, "temperature": params.temperature, "top_p": params.top_p, "top_k": params.top_k,
         }
@@ -75,9 +83,9 @@ class TransformersRollout(RolloutBackend):
         overrides = self.model_defaults.overrides(sampling)
         logp = None
         extra = dict(params.extra)
-        if self.own_loop and set(extra) <= OWN_LOOP_KWARGS:
-            completion_ids, logp = decode(self.model, ids, mask, cache, params, self.eos_ids, tok.pad_token_id,
-                                          min_new_tokens=int(extra.get("min_new_tokens") or 0))
+        if own_loop:
+            completion_ids, logp = decode(self.model, loop_ids, loop_mask, cache, params, self.eos_ids,
+                                          tok.pad_token_id, min_new_tokens=int(extra.get("min_new_tokens") or 0))
         else:
             out = self.model.generate(
                 input_ids=ids, attention_mask=mask, past_key_values=cache, **overrides, **sampling,
@@ -107,6 +115,62 @@ class TransformersRollout(RolloutBackend):
         )
         reserve(cache, g, capacity)  # (B, ...) -> (B*G, ...)
         return cache
+
+
+    def _prefill_shared(self, ids: torch.Tensor, mask: torch.Tensor, g: int, capacity: int, shared: int
+                        ) -> tuple[Any, torch.Tensor, torch.Tensor]:
+        """`_prefill` for prompts that all start with the same `shared` tokens (a system prompt and worked
+        examples): that start runs once, for one row, and only each prompt's own tokens after it run per
+        prompt. The cache's rows are then laid out [shared start | padding | the prompt's own tokens], and the
+        returned ids (B, P') and mask (B, P'), P' <= P, describe that layout for the decode loop: the padding
+        is masked and every position counts real tokens only, so attention sees what the left-padded pass
+        would. The Rollout keeps the left-padded ids and mask, which the update reads."""
+        real = mask.sum(dim=1)  # (B,) each prompt's tokens, right-aligned
+        own = real - shared - 1  # (B,) its tokens after the shared start, but its last (>= 1: shared_prefix)
+        width, b = int(own.max()), ids.shape[0]
+        start = ids[0, ids.shape[1] - int(real[0]):][:shared].unsqueeze(0)  # (1, S0)
+        cache = reserved_cache()
+        self.model(input_ids=start, position_ids=torch.arange(shared, device=ids.device).unsqueeze(0),
+                   past_key_values=cache, use_cache=True, logits_to_keep=1)
+        repeat_rows(cache, b)  # (1, ...) -> (B, ...)
+        # the prompts' own tokens but the last, left-padded to `width`: ids[:, P - 1 - own : P - 1]
+        columns = torch.arange(width, device=ids.device).unsqueeze(0)  # (1, W)
+        present = columns >= (width - own).unsqueeze(1)  # (B, W)
+        source = (ids.shape[1] - 1 - width + columns).clamp(min=0).expand(b, -1)  # (B, W)
+        rest = torch.where(present, ids.gather(1, source), ids.new_full((), self.tokenizer.pad_token_id))
+        layout = torch.cat([mask.new_ones(b, shared), present.to(mask.dtype)], dim=1)  # (B, S0 + W)
+        positions = shared + (present.cumsum(dim=1) - 1).clamp(min=0)  # (B, W)
+        self.model(input_ids=rest, attention_mask=layout, position_ids=positions, past_key_values=cache,
+                   use_cache=True, logits_to_keep=1)
+        reserve(cache, g, capacity)  # (B, ...) -> (B*G, ...)
+        loop_ids = torch.cat([start.expand(b, -1), rest, ids[:, -1:]], dim=1)  # (B, S0 + W + 1)
+        loop_mask = torch.cat([layout, mask.new_ones(b, 1)], dim=1)
+        return cache, loop_ids, loop_mask
+
+
+SHARED_PREFIX_TOKENS = 32  # a shared start shorter than this is not worth a pass of its own
+# Prompts per call from which a shared start runs once: at 2 (a training step's usual batch) the pass saved is
+# one prompt's, and the sampled tokens are left exactly as the left-padded pass gives them; an evaluation's 32
+# prompts share the template, system prompt and worked examples (109 of 121 tokens in the quickstart's).
+SHARED_PREFIX_PROMPTS = 4
+
+
+def shared_prefix(ids: torch.Tensor, mask: torch.Tensor) -> int:
+    """How many first tokens every left-padded prompt (ids, mask (B, P)) has in common, leaving each at least
+    two of its own (one for its own pass, its last for the decode loop's first step)."""
+    real = mask.sum(dim=1)  # (B,)
+    if not bool((mask.flip(1).cumprod(dim=1).sum(dim=1) == real).all()):
+        return 0  # padding inside a prompt: no common layout to share
+    limit = int(real.min()) - 2
+    if limit <= 0:
+        return 0
+    width = int(real.max())
+    aligned = ids[:, ids.shape[1] - width:]  # (B, W) every prompt within the widest
+    offsets = (width - real).unsqueeze(1)  # (B, 1) where each prompt starts
+    columns = torch.arange(limit, device=ids.device).unsqueeze(0) + offsets  # (B, limit)
+    heads = aligned.gather(1, columns)  # (B, limit) each prompt's first tokens
+    differs = (heads != heads[:1]).any(dim=0)  # (limit,)
+    return int(differs.int().argmax()) if bool(differs.any()) else limit
 
 
 def _vocab_size(model) -> int | None:

@@ -49,3 +49,9 @@ def reserve(cache: Cache, repeats: int, capacity: int) -> None:
     """Copies each prompt's cache to `repeats` rows, with room for `capacity` positions in all."""
     for layer in cache.layers:
         layer.reserve(repeats, capacity)
+
+
+def repeat_rows(cache: Cache, rows: int) -> None:
+    """A cache of one row (a shared prompt start) as `rows` rows, before each row's own tokens are added."""
+    for layer in cache.layers:
+        layer.keys, layer.values = layer.keys.expand(rows, -1, -1, -1), layer.values.expand(rows, -1, -1, -1)
