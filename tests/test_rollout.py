@@ -93,3 +93,51 @@ def test_a_shared_prompt_start_prefilled_once_gives_the_left_padded_passs_tokens
     assert torch.equal(on.completion_ids, off.completion_ids) and on.texts == off.texts
     torch.testing.assert_close(on.sampling_logp, off.sampling_logp, atol=1e-5, rtol=0)
     assert torch.equal(on.prompt_ids, off.prompt_ids) and torch.equal(on.prompt_mask, off.prompt_mask)
+
+
+def test_decoding_weight_major_gives_the_row_major_products_and_leaves_the_model_as_it_was(tiny_llama,
+                                                                                          tiny_tokenizer):
+    from grposcope.rollout import decode as decode_module
+
+    backend = ROLLOUTS.make("transformers", model=tiny_llama, tokenizer=tiny_tokenizer)
+    params = SamplingParams(max_completion_length=8)
+    prompts = ["What is 2 + 3 ?", "What is the answer to 2 + 3 ?"]  # 2 x 8 = 16 rows: the weight-major route
+    runs = {}
+    for rows in (decode_module.WEIGHT_MAJOR_ROWS, 10**9):  # on, then off
+        patched = []
+        real_loop_model = tiny_llama.forward
+
+        def spy(*args, **kwargs):
+            patched.append(sum("forward" in m.__dict__ for m in tiny_llama.modules() if type(m) is torch.nn.Linear))
+            return real_loop_model(*args, **kwargs)
+
+        tiny_llama.forward = spy
+        old, decode_module.WEIGHT_MAJOR_ROWS = decode_module.WEIGHT_MAJOR_ROWS, rows
+        try:
+            torch.manual_seed(3)
+            runs[rows] = (backend.generate(prompts, num_generations=8, params=params), patched)
+        finally:
+            decode_module.WEIGHT_MAJOR_ROWS = old
+            del tiny_llama.forward
+    (on, on_patched), (off, off_patched) = runs.values()
+    linears = sum(type(m) is torch.nn.Linear and m.bias is None for m in tiny_llama.modules())
+    assert on_patched[-1] == linears and off_patched[-1] == 0  # the loop's forwards ran weight-major, or not
+    assert not any("forward" in m.__dict__ for m in tiny_llama.modules())  # each Linear's own forward is back
+    assert torch.equal(on.completion_ids, off.completion_ids)
+    torch.testing.assert_close(on.sampling_logp, off.sampling_logp, rtol=0, atol=1e-5)
+
+
+def test_weight_major_leaves_few_rows_and_other_dtypes_on_their_own_forward():
+    from grposcope.rollout.decode import WEIGHT_MAJOR_ROWS, weight_major_linears
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3, bias=False), torch.nn.Linear(3, 2),
+                                torch.nn.Linear(2, 2, bias=False).to(torch.float64))
+    with weight_major_linears(model, WEIGHT_MAJOR_ROWS - 1):
+        assert not any("forward" in m.__dict__ for m in model)
+    with weight_major_linears(model, WEIGHT_MAJOR_ROWS):
+        assert ["forward" in m.__dict__ for m in model] == [True, False, False]  # bias and float64 stay
+        x = torch.randn(WEIGHT_MAJOR_ROWS, 1, 4)
+        y = model[0](x)
+        assert y.shape == (WEIGHT_MAJOR_ROWS, 1, 3) and y.is_contiguous()
+        torch.testing.assert_close(y, x @ model[0].weight.T)
+    assert not any("forward" in m.__dict__ for m in model)
