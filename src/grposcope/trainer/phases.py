@@ -4,6 +4,7 @@ a run's goes, part by part, in summary.json's `time/<part>_s`."""
 from __future__ import annotations
 
 import time
+from collections import defaultdict
 from contextlib import contextmanager
 
 # In the order a step runs them. "logprobs" is every forward pass of the update (and of old/reference
@@ -17,13 +18,8 @@ class PhaseTimer:
     def __init__(self) -> None:
         self.seconds = dict.fromkeys(PHASES, 0.0)
 
-    @contextmanager
     def __call__(self, phase: str):
-        t0 = time.perf_counter()
-        try:
-            yield
-        finally:  # CPU work is synchronous; on a GPU the phases are approximate (no device sync)
-            self.seconds[phase] += time.perf_counter() - t0
+        return _adding_to(self.seconds, phase)  # an unknown phase is a KeyError
 
     def take(self) -> dict[str, float]:
         out = {f"perf/{phase}_s": s for phase, s in self.seconds.items()}
@@ -37,11 +33,20 @@ class RunClock:
     `time/<part>_s`, not in the printed table: what a slow start or a slow evaluation costs, measured."""
 
     def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
+        self.seconds: defaultdict[str, float] = defaultdict(float)
 
-    def add(self, part: str, since: float) -> None:
-        """Adds the time from `since` (a time.perf_counter() reading) to now to `part`."""
-        self.seconds[part] = self.seconds.get(part, 0.0) + time.perf_counter() - since
+    def __call__(self, part: str):
+        return _adding_to(self.seconds, part)
 
     def figures(self) -> dict[str, float]:
         return {f"time/{part}_s": round(seconds, 3) for part, seconds in self.seconds.items()}
+
+
+@contextmanager
+def _adding_to(seconds: dict[str, float], key: str):
+    """Adds the wall time of the `with` block to seconds[key]."""
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:  # CPU work is synchronous; on a GPU the phases are approximate (no device sync)
+        seconds[key] += time.perf_counter() - t0

@@ -65,9 +65,9 @@ class GRPOTrainer:
         self.args = args or GRPOConfig()
         self.callbacks = _check_callbacks(callbacks or [])
         check_writable(self.args.output_dir, "output_dir", folder=True)  # before the model loads
-        self.clock, t0 = RunClock(), time.perf_counter()
-        run = build_run(self.args, model, reward_funcs, train_dataset, eval_dataset, processing_class)
-        self.clock.add("load", t0)
+        self.clock = RunClock()
+        with self.clock("load"):
+            run = build_run(self.args, model, reward_funcs, train_dataset, eval_dataset, processing_class)
         self.model, self.tokenizer, self.ref_model = run.model, run.tokenizer, run.ref_model
         self.geometry, self.stream, self.eval_examples = run.geometry, run.stream, run.eval_examples
         self.scorer, self.estimator, self.backend = run.scorer, run.estimator, run.backend
@@ -113,45 +113,41 @@ class GRPOTrainer:
                 if note:
                     logger.note(note)
             if self._eval_before is None:
-                t0 = time.perf_counter()
-                self._eval_before = self.evaluate()  # {} without a held-out split
-                self.clock.add("eval_before", t0)
-            steps_t0 = time.perf_counter()
-            while self.global_step < self.max_steps:
-                if self._generation is None or self._generation.done:
-                    if self._budget_spent():
-                        logger.note(f"max_samples={self.args.max_samples} reached ({self.samples_generated} "
-                                    f"completions generated): stopping at step {self.global_step}")
-                        break
-                    self._generation = self._generate()  # sample, draw and score, advantages
-                    self.samples_generated += self._generation.samples_generated
-                generation, t0 = self._generation, time.perf_counter()
-                fresh = generation.fresh  # its first optimizer step pays for it and diagnoses it
-                update, optimizer = self._optimize(generation.next_batch())
-                diagnosis = self._diagnose(generation, update) if fresh and self.args.diagnostics else {}
-                step = StepMetrics(generation.metrics, update, optimizer, diagnosis, generation.logged)
-                seconds = (generation.seconds if fresh else 0.0) + time.perf_counter() - t0
-                metrics = self._end_step(step, seconds)  # advances global_step
-                if self.args.max_samples is not None:
-                    logger.set_total(self._expected_steps())
-                logger.log(self.global_step, metrics)
-                if self.live is not None:
-                    self.live.add(self.global_step, metrics)  # every diagnose_every steps: new findings logged
-                if self.global_step % self.args.logging_steps == 0 and self._generation.sample:
-                    logger.log_completions(self.global_step, self._generation.sample)
-                    self._generation.sample = []  # once per generation
-                for callback in self.callbacks:
-                    callback.on_step_end(self, metrics)
-                self._stop_if_unstable()
-                if self.global_step % self.args.save_steps == 0:
-                    self.save_checkpoint()
-            self.clock.add("steps", steps_t0)
-            t0 = time.perf_counter()
-            after = self._last_eval if self._last_eval_step == self.global_step else self.evaluate()
-            self.clock.add("eval_after", t0)
-            t0 = time.perf_counter()
-            self.save_model()
-            self.clock.add("save", t0)
+                with self.clock("eval_before"):
+                    self._eval_before = self.evaluate()  # {} without a held-out split
+            with self.clock("steps"):
+                while self.global_step < self.max_steps:
+                    if self._generation is None or self._generation.done:
+                        if self._budget_spent():
+                            logger.note(f"max_samples={self.args.max_samples} reached ({self.samples_generated} "
+                                        f"completions generated): stopping at step {self.global_step}")
+                            break
+                        self._generation = self._generate()  # sample, draw and score, advantages
+                        self.samples_generated += self._generation.samples_generated
+                    generation, t0 = self._generation, time.perf_counter()
+                    fresh = generation.fresh  # its first optimizer step pays for it and diagnoses it
+                    update, optimizer = self._optimize(generation.next_batch())
+                    diagnosis = self._diagnose(generation, update) if fresh and self.args.diagnostics else {}
+                    step = StepMetrics(generation.metrics, update, optimizer, diagnosis, generation.logged)
+                    seconds = (generation.seconds if fresh else 0.0) + time.perf_counter() - t0
+                    metrics = self._end_step(step, seconds)  # advances global_step
+                    if self.args.max_samples is not None:
+                        logger.set_total(self._expected_steps())
+                    logger.log(self.global_step, metrics)
+                    if self.live is not None:
+                        self.live.add(self.global_step, metrics)  # every diagnose_every steps: new findings logged
+                    if self.global_step % self.args.logging_steps == 0 and self._generation.sample:
+                        logger.log_completions(self.global_step, self._generation.sample)
+                        self._generation.sample = []  # once per generation
+                    for callback in self.callbacks:
+                        callback.on_step_end(self, metrics)
+                    self._stop_if_unstable()
+                    if self.global_step % self.args.save_steps == 0:
+                        self.save_checkpoint()
+            with self.clock("eval_after"):
+                after = self._last_eval if self._last_eval_step == self.global_step else self.evaluate()
+            with self.clock("save"):
+                self.save_model()
             skipped = self.no_signal_steps if self.args.skip_no_signal_steps else None
             summary = logger.summary(summary_figures(self._eval_before, after, skipped), unshown=self.clock.figures())
             if self.live is not None:
