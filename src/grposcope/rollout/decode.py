@@ -101,10 +101,9 @@ def weight_major_linears(model, rows: int) -> Iterator[None]:
     step of 16 rows, the 49,152-entry LM head most (bench/weight_major.py). The result is copied
     back to row-major, so the layers after it see the layout (and, on the kernels measured, the bits)
     `F.linear` gives. Other modules, devices and dtypes keep their own forward."""
-    linears = [m for m in model.modules() if type(m) is torch.nn.Linear and m.bias is None
+    eligible = rows >= WEIGHT_MAJOR_ROWS
+    linears = [m for m in model.modules() if eligible and type(m) is torch.nn.Linear and m.bias is None
                and m.weight.device.type == "cpu" and m.weight.dtype == torch.float32]
-    if rows < WEIGHT_MAJOR_ROWS:
-        linears = []
     for module in linears:
         module.forward = _weight_major(module)
     try:

@@ -63,7 +63,8 @@ class TransformersRollout(RolloutBackend):
             self.prompts_cut += int((mask.sum(dim=1) > self.max_prompt_length).sum())
             ids, mask = ids[:, -self.max_prompt_length :], mask[:, -self.max_prompt_length :]
         ids, mask = ids.to(self.model.device), mask.to(self.model.device)
-        own_loop = self.own_loop and set(dict(params.extra)) <= OWN_LOOP_KWARGS
+        extra = dict(params.extra)
+        own_loop = self.own_loop and set(extra) <= OWN_LOOP_KWARGS
         capacity = ids.shape[1] + params.max_completion_length
         shared = shared_prefix(ids, mask) if own_loop and ids.shape[0] >= SHARED_PREFIX_PROMPTS else 0
         if shared >= SHARED_PREFIX_TOKENS:  # the own loop reads the cache's layout from its own ids and mask
@@ -75,14 +76,13 @@ class TransformersRollout(RolloutBackend):
         sampling = {"do_sample": False} if params.greedy else {
             "do_sample": True, "temperature": params.temperature, "top_p": params.top_p, "top_k": params.top_k,
         }
-        sampling.update(params.extra)  # generation_kwargs win over top_p / top_k, as in TRL (and its docs say)
+        sampling.update(extra)  # generation_kwargs win over top_p / top_k, as in TRL (and its docs say)
         sampling.update(max_new_tokens=params.max_completion_length, pad_token_id=tok.pad_token_id,
                         eos_token_id=self.eos_ids, use_cache=True)
         # the model's own generation_config is set aside either way (its notes come from here); the own loop
         # applies none of it, as generate() does with the neutral values
         overrides = self.model_defaults.overrides(sampling)
         logp = None
-        extra = dict(params.extra)
         if own_loop:
             completion_ids, logp = decode(self.model, loop_ids, loop_mask, cache, params, self.eos_ids,
                                           tok.pad_token_id, min_new_tokens=int(extra.get("min_new_tokens") or 0))
