@@ -31,7 +31,8 @@ def test_every_entry_runs_in_grposcopes_own_trainer():
 
 
 def test_the_forecast_costs_every_registered_sampler_in_registration_order():
-    assert all_samplers() == SAMPLERS.names_in("grposcope") == ["fixed", "dynamic", "reinforce_ada", "budgeted"]
+    in_order = ["fixed", "dynamic", "reinforce_ada", "greso", "budgeted"]
+    assert all_samplers() == SAMPLERS.names_in("grposcope") == in_order
 
 
 def test_trl_takes_what_is_declared_for_it():

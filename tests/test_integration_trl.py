@@ -162,6 +162,20 @@ def test_dynamic_sampling_refills_with_mixed_groups(tmp_path):
     assert last(ours, "collapse/acr_post") == 0.0
 
 
+def test_greso_skips_collapsing_prompts_before_rollout_and_refills_in_trl(tmp_path):
+    config = GRPOConfig(**settings(tmp_path, per_device_train_batch_size=12), sampler="greso", max_gen_batches=4)
+    ours = make(GRPOTrainer, config, scripted)
+    skipped = []
+    for seed in range(4):  # the same batch again and again: kinds 0 and 1 build streaks, kind 2 stays mixed
+        output = one_generation(ours, PROMPTS[:3], seed=seed)
+        skipped.append(last(ours, "sampler/prompts_skipped"))
+        kept = 12 - int(last(ours, "sampler/shortfall")) * G
+        assert (output["advantages"].view(-1, G)[: kept // G].abs().sum(dim=1) > 0).all()  # only mixed groups
+        assert output["completion_mask"][kept:].sum() == 0
+    assert skipped[0] == 0 and sum(skipped[1:]) > 0  # nothing known at first; later the streaks are skipped
+    assert {kind for kind, _ in ours.sampler.history.values()} == {1, -1, 0}  # easy, hard and mixed prompts seen
+
+
 def test_pick_rows_fills_a_shortfall_with_masked_rows():
     # two rounds of 2 groups of 2 rows: round 0 rows 0-3, round 1 rows 4-7; keep rows 2, 3 and 6, 7
     batch = {"prompt_ids": torch.arange(8).view(8, 1), "prompt_mask": torch.ones(8, 1, dtype=torch.long),

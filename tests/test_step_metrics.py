@@ -45,7 +45,7 @@ def test_a_reward_function_cannot_log_a_name_grposcope_logs():
 
 
 def test_the_summary_adds_held_out_figures_before_and_after_and_skipped_steps():
-    extra = summary_figures({"eval/accuracy": 0.25}, {"eval/accuracy": 0.5}, no_signal_steps=3)
+    extra = summary_figures({"eval/accuracy": 0.25}, {"eval/accuracy": 0.5}, no_signal_steps=3, updates=7)
     assert extra == {"eval/accuracy before": 0.25, "eval/accuracy after": 0.5,
-                     "optimizer/skipped_no_signal_steps": 3}
-    assert "optimizer/skipped_no_signal_steps" not in summary_figures({}, {}, None)
+                     "optimizer/skipped_no_signal_steps": 3, "optimizer/updates": 7}
+    assert "optimizer/skipped_no_signal_steps" not in summary_figures({}, {}, None, 10)

@@ -73,10 +73,24 @@ class SamplerOptions:
     """budgeted: never draw a prompt whose chance of a mixed group is below this (almost surely solved or hopeless for
     now)."""
     max_gen_batches: int = 3
-    """dynamic: batches generated per step at most while collecting informative groups (verl's max_num_gen_batches)."""
+    """dynamic, greso: batches generated per step at most while collecting informative groups (verl's
+    max_num_gen_batches)."""
     on_shortfall: str = 'train'
     """dynamic: when fewer informative groups than the batch were found, "train" on those kept (logged in
     `sampler/shortfall`) or stop with an "error" (verl's behaviour)."""
+    greso_p_easy: float = 0.5
+    """greso: the initial exploration probability p of prompts whose recent groups all succeeded; such a prompt with z
+    in a row is skipped with probability 1 - p^z (arXiv 2506.02177)."""
+    greso_p_hard: float = 0.5
+    """greso: the same for prompts whose recent groups all failed."""
+    greso_target_zero_variance: float = 0.25
+    """greso: the share of zero-variance groups the exploration probabilities steer towards, a third of it all-correct
+    and two thirds all-wrong (the release's split)."""
+    greso_p_step: float = 0.01
+    """greso: how much p_easy and p_hard move per step towards their targets."""
+    greso_max_candidates: float = 8.0
+    """greso: prompts the pre-rollout filter may look at per batch, as a multiple of the batch, before it draws the
+    survivors it has."""
     exit_rule: str = 'balance'
     """reinforce_ada: a prompt stops being sampled once it has at least one correct sample ("pos") or G/2 correct and
     G/2 wrong ones ("balance")."""
@@ -214,10 +228,24 @@ class TRLSamplerOptions:
     """budgeted: never draw a prompt whose chance of a mixed group is below this (almost surely solved or hopeless for
     now)."""
     max_gen_batches: int = 3
-    """dynamic: batches generated per step at most while collecting informative groups (verl's max_num_gen_batches)."""
+    """dynamic, greso: batches generated per step at most while collecting informative groups (verl's
+    max_num_gen_batches)."""
     on_shortfall: str = 'train'
     """dynamic: when fewer informative groups than the batch were found, "train" on those kept (logged in
     `sampler/shortfall`) or stop with an "error" (verl's behaviour)."""
+    greso_p_easy: float = 0.5
+    """greso: the initial exploration probability p of prompts whose recent groups all succeeded; such a prompt with z
+    in a row is skipped with probability 1 - p^z (arXiv 2506.02177)."""
+    greso_p_hard: float = 0.5
+    """greso: the same for prompts whose recent groups all failed."""
+    greso_target_zero_variance: float = 0.25
+    """greso: the share of zero-variance groups the exploration probabilities steer towards, a third of it all-correct
+    and two thirds all-wrong (the release's split)."""
+    greso_p_step: float = 0.01
+    """greso: how much p_easy and p_hard move per step towards their targets."""
+    greso_max_candidates: float = 8.0
+    """greso: prompts the pre-rollout filter may look at per batch, as a multiple of the batch, before it draws the
+    survivors it has."""
     exit_rule: str = 'balance'
     """reinforce_ada: a prompt stops being sampled once it has at least one correct sample ("pos") or G/2 correct and
     G/2 wrong ones ("balance")."""

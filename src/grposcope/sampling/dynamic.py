@@ -24,8 +24,8 @@ SHORTFALL = ("train", "error")
 
 
 @SAMPLERS.register("dynamic", reads=READS, hosts=("grposcope", "trl"), options=[
-    Option("max_gen_batches", "dynamic: batches generated per step at most while collecting informative groups "
-           "(verl's max_num_gen_batches)."),
+    Option("max_gen_batches", "dynamic, greso: batches generated per step at most while collecting informative "
+           "groups (verl's max_num_gen_batches)."),
     Option("on_shortfall", 'dynamic: when fewer informative groups than the batch were found, "train" on those '
            'kept (logged in `sampler/shortfall`) or stop with an "error" (verl\'s behaviour).'),
 ])

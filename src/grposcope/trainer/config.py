@@ -90,6 +90,13 @@ class GRPOConfig(LossOptions, SamplerOptions, EstimatorOptions):
     checkpoint folder. The resumed steps equal those of an uninterrupted run with the same seed."""
     eval_steps: int | None = None
     """Measure `eval/accuracy` on the held-out split every this many steps (None: only before and after)."""
+    eval_num_samples: int = 0
+    """Also sample this many completions per held-out prompt in each evaluation during training, at the run's
+    temperature and top_p, for `eval/avg@k` and `eval/pass@k` (0: greedy `eval/accuracy` only, k times cheaper).
+    Sampling runs under a forked random state: the training run draws the same numbers either way."""
+    eval_limit: int | None = None
+    """Evaluate during training on the first this many held-out prompts (None: all of them), for cheaper curves.
+    The split, and so the training prompts, stay those of eval_size."""
 
     # --- model --------------------------------------------------------------------------------------------
     model_name_or_path: str = DEFAULT_MODEL
@@ -148,6 +155,10 @@ class GRPOConfig(LossOptions, SamplerOptions, EstimatorOptions):
     """Stop once this many completions were generated in all (every draw a sampler made, kept or not), or at
     max_steps, whichever comes first: equal compute for samplers that spend differently per step (dynamic
     sampling, Reinforce-Ada). A generation batch already paid for is trained on to its end. None: no limit."""
+    max_updates: int | None = None
+    """Stop once this many optimizer updates were taken, or at max_steps or max_samples, whichever comes first.
+    Steps that take no update (skip_no_signal_steps, or a non-finite loss) do not count: equal updates for
+    methods that skip differently. None: no limit."""
 
     # --- generation ---------------------------------------------------------------------------------------
     max_prompt_length: int | None = MAX_PROMPT_LENGTH

@@ -73,6 +73,8 @@ RANGES: dict[str, Range] = {
     "save_steps": positive_int("steps between two checkpoints, e.g. 500"),
     "save_total_limit": positive_int("checkpoints to keep", none="keep all"),
     "eval_steps": positive_int("steps between two held-out evaluations", none="only before and after"),
+    "eval_num_samples": at_least(0, "sampled completions per held-out prompt for eval/avg@k; 0: greedy only"),
+    "eval_limit": positive_int("held-out prompts evaluated during training", none="the whole split"),
     # model
     "lora_r": positive_int("the LoRA rank, e.g. 16"),
     "lora_alpha": at_least(0, "LoRA's scaling numerator, e.g. 32", strict=True),
@@ -92,6 +94,7 @@ RANGES: dict[str, Range] = {
     "num_iterations": positive_int(),
     "num_train_epochs": at_least(0, "passes over the training prompts, read when max_steps is -1", strict=True),
     "max_samples": at_least(0, "completions to generate in all", none="no limit", strict=True),
+    "max_updates": positive_int("optimizer updates to take in all", none="no limit"),
     # generation
     "max_prompt_length": positive_int("tokens a prompt keeps at most, e.g. 512", none="no limit"),
     "max_completion_length": at_least(0, "the longest reply to generate, e.g. 256, the default", strict=True,

@@ -134,11 +134,13 @@ class StepMetrics:
         return {**self._own(), **self.logged, "perf/step_s": self.seconds, **self.phases, **self.evaluation}
 
 
-def summary_figures(before: dict[str, float], after: dict[str, float], no_signal_steps: int | None
-                    ) -> dict[str, float]:
+def summary_figures(before: dict[str, float], after: dict[str, float], no_signal_steps: int | None,
+                    updates: int) -> dict[str, float]:
     """What the run's summary adds to the logger's figures: the held-out figures before and after training,
-    and the optimizer steps skipped for no signal (`no_signal_steps`, None without skip_no_signal_steps)."""
+    the optimizer steps skipped for no signal (`no_signal_steps`, None without skip_no_signal_steps) and the
+    optimizer updates taken (`updates`)."""
     extra = {f"{k} before": v for k, v in before.items()} | {f"{k} after": v for k, v in after.items()}
     if no_signal_steps is not None:
         extra["optimizer/skipped_no_signal_steps"] = no_signal_steps
+    extra["optimizer/updates"] = updates
     return extra

@@ -117,6 +117,10 @@ class GRPOTrainer:
                     self._eval_before = self.evaluate()  # {} without a held-out split
             with self.clock("steps"):
                 while self.global_step < self.max_steps:
+                    if self.args.max_updates is not None and self.updates_taken >= self.args.max_updates:
+                        logger.note(f"max_updates={self.args.max_updates} reached: stopping at step "
+                                    f"{self.global_step}, {self.samples_generated} completions generated")
+                        break
                     if self._generation is None or self._generation.done:
                         if self._budget_spent():
                             logger.note(f"max_samples={self.args.max_samples} reached ({self.samples_generated} "
@@ -149,12 +153,18 @@ class GRPOTrainer:
             with self.clock("save"):
                 self.save_model()
             skipped = self.no_signal_steps if self.args.skip_no_signal_steps else None
-            summary = logger.summary(summary_figures(self._eval_before, after, skipped), unshown=self.clock.figures())
+            summary = logger.summary(summary_figures(self._eval_before, after, skipped, self.updates_taken),
+                                     unshown=self.clock.figures())
             if self.live is not None:
                 self.live.finish()  # output_dir/findings.json
             return summary
         finally:
             logger.close()  # also when a step fails: every logged line is on disk, backends flushed
+
+    @property
+    def updates_taken(self) -> int:
+        """Optimizer updates taken so far: the steps but those skipped without signal or for a NaN/inf."""
+        return self.global_step - self.no_signal_steps - self.bad_steps
 
     def _expected_steps(self) -> int:
         """The step at which max_samples will stop the run, at the pace of samples per step so far (for the
