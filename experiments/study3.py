@@ -1,0 +1,416 @@
+"""The study, round 3 (docs/results.md): each method compared the way its paper compares it, with the updates
+counted, curves instead of end points, and GRESO's pre-rollout filter beside the other samplers.
+
+Same model, task, learning rate (1e-6, constant), batch (2 prompts x G = 8 a step) and final evaluation as round 2
+(experiments/study2.py: avg@4 on each seed's 96 held-out prompts, by `grposcope eval`), on new seeds 110-119
+(seeds 0-109 were used to design and to decide earlier rounds). Every arm skips the optimizer step on a step
+without signal (`skip_no_signal_steps`, as shipped), so steps and updates differ: every table gives both.
+
+DECLARED BEFORE ANY RUN OF THIS ROUND (this file's first commit), not to be changed once runs exist:
+
+Block A, the arithmetic task as in round 2 (204 training prompts, 96 held out), five arms:
+  - grpo:          GRPO, fixed sampler, until 320 completions were generated (20 steps);
+  - avspo:         AVSPO as shipped, 320 completions;
+  - grpo-updates:  GRPO until it has taken as many optimizer updates as avspo took on the same seed
+                   (`--max_updates`, read from that avspo run; max_steps 200, no sample limit): equal updates;
+  - ra-samples:    Reinforce-Ada-balance with its pool baseline (arXiv 2510.04996), 320 completions (equal
+                   generated samples, round 2's protocol);
+  - ra-steps:      the same for 20 steps, whatever it spends (the paper's protocol: a fixed number of steps).
+Block B, GRESO's setting (arXiv 2506.02177: a pool of prompts revisited epoch after epoch): the same task cut to
+12 training prompts and 48 held out (`--dataset_size 12 --eval_size 48`), so that 20 steps of 2 prompts pass over
+the pool about three times; four samplers at 320 completions each: fixed, budgeted, reinforce_ada (balance, pool
+baseline) and greso (defaults). Its final evaluation: avg@4 on the 48 held-out prompts.
+
+Curves: every run also measures avg@4 on the first 32 held-out prompts before training and every 5 steps
+(`--eval_steps 5 --eval_num_samples 4 --eval_limit 32`; sampling forks the random state, so the training draws
+are those of a run without it).
+
+The primary comparison: avspo - grpo-updates in final avg@4, paired by seed (10 seeds): mean with its 95% t
+interval; decided when the interval excludes 0. It asks whether AVSPO helps beyond taking more AdamW steps.
+The secondary comparisons, each a paired two-sided t test, decided by Holm's step-down correction over the seven
+at family-wise alpha 0.05:
+  S1 avspo - grpo (equal samples, 320)          S2 ra-samples - grpo (equal samples, 320)
+  S3 ra-steps - grpo (equal steps, 20)          S4 greso - fixed (block B, equal samples)
+  S5 budgeted - fixed (block B)                 S6 reinforce_ada - fixed (block B)
+  S7 greso - budgeted (block B)
+Alongside (not decisions): the AVSPO - GRPO difference at equal updates also by regressing the paired
+difference on the difference in updates over the seeds (its intercept), as the round-2 review did.
+
+    python experiments/study3.py train --out runs/study3      # two runs at a time, one thread each; finished
+                                                              # runs (here or kept) are skipped, a killed run
+                                                              # starts again from its beginning
+    python experiments/study3.py tables --out runs/study3     # the tables and the curve plot; the logs gzipped
+                                                              # into experiments/results/study3
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import math
+import statistics
+import subprocess
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+from study import CLI, ENV, run_name
+from study2 import TRAIN2
+
+from grposcope.reports.regression import fit_line, mean_t_interval, regularized_beta
+
+SEEDS = tuple(range(110, 120))
+EVAL_K = 4
+CURVE = ["--eval_steps", "5", "--eval_num_samples", str(EVAL_K), "--eval_limit", "32"]
+SMALL_POOL = ["--dataset_size", "12", "--eval_size", "48"]
+
+
+def _set(flags: list[str], name: str, value: str | None) -> list[str]:
+    """`flags` with `name` given `value` (replaced, or appended), or removed when `value` is None."""
+    out, i = [], 0
+    while i < len(flags):
+        if flags[i] == name:
+            i += 2
+            continue
+        out.append(flags[i])
+        i += 1
+    return out if value is None else [*out, name, value]
+
+
+TRAIN_A = [*TRAIN2, *CURVE]  # 320 completions (max_samples), at most 200 steps
+TRAIN_B = [*_set(TRAIN2, "--eval_size", None), *SMALL_POOL, *CURVE]
+AVSPO = ["--advantage_estimator", "avspo"]
+RA = ["--sampler", "reinforce_ada", "--exit_rule", "balance", "--advantage_estimator", "pool"]
+# arm -> (block, the arm's flags, the run's base flags); grpo-updates gets --max_updates at run time
+ARMS: dict[str, tuple[str, list[str], list[str]]] = {
+    "grpo": ("A", [], TRAIN_A),
+    "avspo": ("A", AVSPO, TRAIN_A),
+    "grpo-updates": ("A", [], _set(TRAIN_A, "--max_samples", None)),
+    "ra-samples": ("A", RA, TRAIN_A),
+    "ra-steps": ("A", RA, _set(_set(TRAIN_A, "--max_samples", None), "--max_steps", "20")),
+    "fixed": ("B", [], TRAIN_B),
+    "budgeted": ("B", ["--sampler", "budgeted"], TRAIN_B),
+    "reinforce_ada": ("B", RA, TRAIN_B),
+    "greso": ("B", ["--sampler", "greso"], TRAIN_B),
+}
+EVAL_BASE = ["--dataset", "arithmetic", "--num_samples", str(EVAL_K), "--max_completion_length", "24",
+             "--max_prompt_length", "256", "--overwrite"]
+EVAL_FLAGS = {"A": [*EVAL_BASE, "--eval_size", "96"], "B": [*EVAL_BASE, *SMALL_POOL]}
+PRIMARY = ("avspo", "grpo-updates")
+SECONDARY = [("avspo", "grpo"), ("ra-samples", "grpo"), ("ra-steps", "grpo"), ("greso", "fixed"),
+             ("budgeted", "fixed"), ("reinforce_ada", "fixed"), ("greso", "budgeted")]
+BUDGET = {"grpo": "320 samples", "avspo": "320 samples", "grpo-updates": "avspo's updates",
+          "ra-samples": "320 samples", "ra-steps": "20 steps", "fixed": "320 samples", "budgeted": "320 samples",
+          "reinforce_ada": "320 samples", "greso": "320 samples"}
+ALPHA = 0.05
+
+
+# --- the runs -----------------------------------------------------------------------------------------------
+
+def updates_taken(folder: Path) -> int:
+    """Optimizer updates a finished run took: its summary's count (steps that skipped no update)."""
+    return int(json.loads((folder / "summary.json").read_text())["optimizer/updates"])
+
+
+def run_one(out: Path, arm: str, seed: int, after: Future | None = None) -> str:
+    """Trains one run, scores it with `grposcope eval` on its block's split, writes the seconds both took."""
+    block, flags, base = ARMS[arm]
+    name, folder = run_name(arm, seed), out / run_name(arm, seed)
+    if (folder / "eval_avg4.json").is_file():
+        return f"{name}: done before"
+    if arm == "grpo-updates":
+        assert after is not None
+        after.result()  # avspo of the same seed, whose updates this run matches
+        flags = [*flags, "--max_updates", str(updates_taken(out / run_name("avspo", seed)))]
+    t0 = time.perf_counter()
+    trained = (folder / "summary.json").is_file() and (folder / "model").is_dir()  # only its eval is missing
+    with open(out / f"{name}.log", "a" if trained else "w") as log:
+        code = 0 if trained else subprocess.run(
+            [*CLI, "train", "--output_dir", str(folder), "--seed", str(seed), *base, *flags],
+            stdout=log, stderr=subprocess.STDOUT, env=ENV).returncode
+        if code == 0:
+            code = subprocess.run([*CLI, "eval", "--model", str(folder / "model"), "--seed", str(seed),
+                                   *EVAL_FLAGS[block], "--output", str(folder / "eval_avg4.json")], stdout=log,
+                                  stderr=subprocess.STDOUT, env=ENV).returncode
+    seconds = time.perf_counter() - t0
+    if code == 0:
+        import shutil
+
+        shutil.rmtree(folder / "model")  # 540 MB each; the logs and the eval file are what the tables read
+        timing = folder / "timing.json"
+        before = json.loads(timing.read_text())["seconds"] if timing.is_file() else 0.0
+        timing.write_text(json.dumps({"seconds": before + seconds}) + "\n")
+    return f"{name}: exit {code} after {seconds:.0f} s"
+
+
+def base_eval(out: Path, block: str, seed: int) -> str:
+    """The untrained model on the block's held-out split of the seed: the 'before' of every run."""
+    path = out / f"base{block}-s{seed}.json"
+    if path.is_file():
+        return f"base{block}-s{seed}: done before"
+    t0 = time.perf_counter()
+    with open(out / f"base{block}-s{seed}.log", "w") as log:
+        code = subprocess.run([*CLI, "eval", "--model", "embedded:smollm2-135m-instruct", "--seed", str(seed),
+                               *EVAL_FLAGS[block], "--output", str(path)], stdout=log, stderr=subprocess.STDOUT,
+                              env=ENV).returncode
+    if code == 0:
+        (out / f"base{block}-s{seed}.timing.json").write_text(
+            json.dumps({"seconds": time.perf_counter() - t0}) + "\n")
+    return f"base{block}-s{seed}: exit {code}"
+
+
+def _restore(keep: Path, out: Path) -> None:
+    """Unpacks the kept logs of finished runs and untrained evals into `out`, so that a fresh checkout goes on
+    with the runs not yet done."""
+    for path in sorted(keep.glob("*.gz")) if keep.is_dir() else []:
+        name = path.name.removesuffix(".gz")
+        target = out / name  # base<block>-s<seed>.json and .timing.json sit beside the runs
+        if not name.startswith("base"):
+            run, _, file = name.partition(".")
+            target = out / run / file
+        if not target.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(gzip.decompress(path.read_bytes()))
+
+
+def train(args: argparse.Namespace) -> None:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.keep:
+        _restore(Path(args.keep), out)
+    seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else SEEDS
+    arms = args.arms.split(",") if args.arms else list(ARMS)
+    with ThreadPoolExecutor(max_workers=args.workers) as pool:  # seed by seed: the pairs complete early
+        futures: list[Future] = []
+        for seed in seeds:
+            done: dict[str, Future] = {}
+            for arm in arms:
+                if arm == "grpo-updates" and "avspo" not in done:
+                    done["avspo"] = pool.submit(run_one, out, "avspo", seed)
+                    futures.append(done["avspo"])
+                if arm not in done:
+                    done[arm] = pool.submit(run_one, out, arm, seed, done.get("avspo"))
+                    futures.append(done[arm])
+            for block in sorted({ARMS[a][0] for a in arms}):
+                futures.append(pool.submit(base_eval, out, block, seed))
+        for future in futures:
+            print(future.result(), flush=True)
+
+
+# --- the tables ---------------------------------------------------------------------------------------------
+
+def avg_at_k(path: Path) -> float:
+    return statistics.fmean(r["num_correct"] / EVAL_K for r in json.loads(path.read_text())["records"])
+
+
+def run_figures(folder: Path) -> dict:
+    """A finished run's figures: final avg@4, steps, updates, samples, the ACR, and its curve."""
+    from grposcope.logging.jsonl import read_metrics
+
+    lines = list(read_metrics(folder / "metrics.jsonl"))
+    steps = [line for line in lines if "optimizer/skipped_no_signal" in line]
+    summary = json.loads((folder / "summary.json").read_text())
+    samples = 0.0
+    curve = [(0, 0.0, 0, summary.get(f"eval/avg@{EVAL_K} before"))]  # (step, samples, updates, avg@4)
+    updates = 0
+    for line in steps:
+        samples += line.get("sampler/samples_generated", 0.0)
+        updates += int(line["optimizer/skipped_no_signal"] == 0.0)
+        if f"eval/avg@{EVAL_K}" in line:
+            curve.append((line["step"], samples, updates, line[f"eval/avg@{EVAL_K}"]))
+    timing = folder / "timing.json"
+    return {
+        "avg@4": avg_at_k(folder / "eval_avg4.json"), "steps": len(steps), "updates": summary["optimizer/updates"],
+        "samples": samples, "ACR": statistics.fmean(s["collapse/acr"] for s in steps if "collapse/acr" in s),
+        "prompts skipped": sum(s.get("sampler/prompts_skipped", 0.0) for s in steps), "curve": curve,
+        "compute s": json.loads(timing.read_text())["seconds"] if timing.is_file() else math.nan,
+    }
+
+
+def _runs(out: Path) -> dict[str, dict]:
+    runs = {}
+    for arm in ARMS:
+        for seed in SEEDS:
+            folder = out / run_name(arm, seed)
+            if (folder / "eval_avg4.json").is_file():
+                runs[run_name(arm, seed)] = {**run_figures(folder), "seed": seed, "arm": arm}
+    return runs
+
+
+def paired_t(values: list[float]) -> tuple[float, float, float]:
+    """mean, the half-width of its 95% t interval, and the two-sided p of a paired t test of mean 0."""
+    mean, half = mean_t_interval(values)
+    sd = statistics.stdev(values)
+    if sd == 0:
+        return mean, half, 0.0 if mean else 1.0
+    t, df = mean / (sd / math.sqrt(len(values))), len(values) - 1
+    return mean, half, regularized_beta(df / (df + t * t), df / 2, 0.5)
+
+
+def holm(pvalues: list[float], alpha: float = ALPHA) -> list[bool]:
+    """Holm's step-down: sorted ascending, the i-th (from 0) is rejected while p <= alpha / (m - i)."""
+    order = sorted(range(len(pvalues)), key=lambda i: pvalues[i])
+    decided = [False] * len(pvalues)
+    for rank, i in enumerate(order):
+        if pvalues[i] > alpha / (len(pvalues) - rank):
+            break
+        decided[i] = True
+    return decided
+
+
+def _diffs(runs: dict, a: str, b: str) -> list[tuple[int, float]]:
+    return [(s, runs[run_name(a, s)]["avg@4"] - runs[run_name(b, s)]["avg@4"]) for s in SEEDS
+            if run_name(a, s) in runs and run_name(b, s) in runs]
+
+
+def tables(args: argparse.Namespace) -> None:
+    out = Path(args.out)
+    runs = _runs(out)
+    base = {(b, s): avg_at_k(out / f"base{b}-s{s}.json") for b in "AB" for s in SEEDS
+            if (out / f"base{b}-s{s}.json").is_file()}
+    print("Per arm, mean over seeds (avg@4 with its 95% t interval; steps, updates, samples per run):\n")
+    print("| block | arm | budget | seeds | avg@4 | avg@4 - untrained | steps | updates | samples | ACR | "
+          "prompts skipped |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for arm, (block, _, _) in ARMS.items():
+        mine = [r for r in runs.values() if r["arm"] == arm]
+        if not mine:
+            continue
+        gains = [r["avg@4"] - base[(block, r["seed"])] for r in mine if (block, r["seed"]) in base]
+        mean = {k: statistics.fmean(r[k] for r in mine) for k in ("steps", "updates", "samples", "ACR",
+                                                                   "prompts skipped")}
+        print(f"| {block} | {arm} | {BUDGET[arm]} | {len(mine)} | {_interval([r['avg@4'] for r in mine], '{:.3f}')} "
+              f"| {_interval(gains)} | {mean['steps']:.1f} | {mean['updates']:.1f} | {mean['samples']:.0f} | "
+              f"{mean['ACR']:.3f} | {mean['prompts skipped']:.1f} |")
+    print("\nPer seed: final avg@4 / steps / updates / samples:\n")
+    print("| seed | " + " | ".join(ARMS) + " |")
+    print("|---|" + "---|" * len(ARMS))
+    for seed in SEEDS:
+        cells = []
+        for arm in ARMS:
+            r = runs.get(run_name(arm, seed))
+            cells.append("-" if r is None else f"{r['avg@4']:.3f} / {r['steps']} / {r['updates']} / {r['samples']:.0f}")
+        if any(c != "-" for c in cells):
+            print(f"| {seed} | " + " | ".join(cells) + " |")
+    _decisions(runs)
+    _equal_updates_regression(runs)
+    if args.plot:
+        _plot(runs, Path(args.plot))
+    compute = sum(r["compute s"] for r in runs.values()) + sum(
+        json.loads(p.read_text())["seconds"] for p in out.glob("base*-s*.timing.json"))
+    print(f"\ncompute: {len(runs)} runs and {len(base)} untrained evals, {compute / 3600:.2f} h in processes of "
+          "one thread (two at a time on 2 cores)")
+    if args.keep:
+        _keep(out, Path(args.keep), runs)
+
+
+def _decisions(runs: dict) -> None:
+    print("\nPaired by seed, final avg@4 differences:\n")
+    print("| comparison | budget | n | per seed | mean +- 95% t | p | decided |")
+    print("|---|---|---|---|---|---|---|")
+    diffs = _diffs(runs, *PRIMARY)
+    if len(diffs) > 1:
+        values = [d for _, d in diffs]
+        mean, half, p = paired_t(values)
+        verdict = ("yes, " + ("above 0" if mean > 0 else "below 0")) if abs(mean) > half else "no"
+        print(f"| {PRIMARY[0]} - {PRIMARY[1]} (primary) | equal updates | {len(values)} | "
+              + ", ".join(f"{d:+.3f}" for d in values) + f" | {_interval(values)} | {p:.3g} | {verdict} |")
+    rows = [(a, b, [d for _, d in _diffs(runs, a, b)]) for a, b in SECONDARY]
+    rows = [(a, b, v) for a, b, v in rows if len(v) > 1]
+    decided = holm([paired_t(v)[2] for _, _, v in rows])
+    for (a, b, values), yes in zip(rows, decided):
+        mean, half, p = paired_t(values)
+        budget = {"ra-steps": "equal steps (20); samples differ"}.get(a, "equal samples (320)")
+        verdict = ("yes, " + ("above 0" if mean > 0 else "below 0")) if yes else "no"
+        print(f"| {a} - {b} | {budget} | {len(values)} | " + ", ".join(f"{d:+.3f}" for d in values)
+              + f" | {_interval(values)} | {p:.3g} | {verdict} (Holm over {len(rows)}) |")
+
+
+def _equal_updates_regression(runs: dict) -> None:
+    pairs = [(runs[run_name("avspo", s)], runs[run_name("grpo", s)]) for s in SEEDS
+             if run_name("avspo", s) in runs and run_name("grpo", s) in runs]
+    if len(pairs) < 3:
+        return
+    extra = [a["updates"] - g["updates"] for a, g in pairs]
+    diff = [a["avg@4"] - g["avg@4"] for a, g in pairs]
+    if len(set(extra)) < 2:
+        return
+    fit = fit_line(extra, diff)
+    print(f"\navspo - grpo (equal samples) regressed on avspo's extra updates, over {len(pairs)} seeds: "
+          f"difference = {fit.intercept:+.4f} {fit.slope:+.4f} x extra updates (r = {fit.r:+.3f}); the intercept "
+          "is the difference at equal updates")
+
+
+def _plot(runs: dict, path: Path) -> None:
+    """avg@4 on the 32-prompt subset against steps and against samples, mean over seeds per arm."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8), sharey="row")
+    for row, block in enumerate("AB"):
+        for col, (x_name, x_index) in enumerate((("step", 0), ("completions generated", 1))):
+            ax = axes[row][col]
+            for arm, (b, _, _) in ARMS.items():
+                curves = [r["curve"] for r in runs.values() if r["arm"] == arm and b == block]
+                if not curves:
+                    continue
+                points: dict[int, list[tuple[float, float]]] = {}
+                for curve in curves:
+                    for i, point in enumerate(curve):
+                        if point[3] is not None:
+                            points.setdefault(i, []).append((point[x_index], point[3]))
+                xs = [statistics.fmean(p[0] for p in v) for _, v in sorted(points.items()) if len(v) == len(curves)]
+                ys = [statistics.fmean(p[1] for p in v) for _, v in sorted(points.items()) if len(v) == len(curves)]
+                ax.plot(xs, ys, marker="o", label=f"{arm} ({len(curves)} seeds)")
+            ax.set_xlabel(x_name)
+            ax.set_title(f"block {block}: avg@4 on 32 held-out prompts")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    print(f"\nwrote {path}")
+
+
+def _interval(values: list[float], form: str = "{:+.3f}") -> str:
+    if len(values) < 2:
+        return form.format(values[0]) if values else "-"
+    mean, half = mean_t_interval(values)
+    return f"{form.format(mean)} +- {half:.3f}"
+
+
+def _keep(out: Path, keep: Path, runs: dict) -> None:
+    """Each run's metrics.jsonl, summary.json, eval and timing, and the untrained evals, gzipped into `keep`."""
+    keep.mkdir(parents=True, exist_ok=True)
+    for name in runs:
+        for file in ("metrics.jsonl", "summary.json", "eval_avg4.json", "timing.json"):
+            src = out / name / file
+            if src.is_file():
+                (keep / f"{name}.{file}.gz").write_bytes(gzip.compress(src.read_bytes(), mtime=0))
+    for path in [*out.glob("base*-s*.json"), *out.glob("base*-s*.timing.json")]:
+        (keep / f"{path.name}.gz").write_bytes(gzip.compress(path.read_bytes(), mtime=0))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("train")
+    t.add_argument("--out", default="runs/study3")
+    t.add_argument("--workers", type=int, default=2)
+    t.add_argument("--seeds", default="", help="comma-separated seeds (default: SEEDS)")
+    t.add_argument("--arms", default="", help="comma-separated arms (default: all)")
+    t.add_argument("--keep", default="experiments/results/study3",
+                   help="kept logs of finished runs, unpacked into --out first ('' : none)")
+    r = sub.add_parser("tables")
+    r.add_argument("--out", default="runs/study3")
+    r.add_argument("--keep", default="experiments/results/study3", help="where the gzipped logs go ('' : nowhere)")
+    r.add_argument("--plot", default="docs/images/study3_curves.png", help="the curve plot ('' : none)")
+    args = parser.parse_args()
+    {"train": train, "tables": tables}[args.command](args)
+
+
+if __name__ == "__main__":
+    main()
