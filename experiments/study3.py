@@ -394,6 +394,101 @@ def _keep(out: Path, keep: Path, runs: dict) -> None:
         (keep / f"{path.name}.gz").write_bytes(gzip.compress(path.read_bytes(), mtime=0))
 
 
+# --- the simulator ---------------------------------------------------------------------------------------------
+# Added after the runs above began (it decides nothing): the samplers side by side in `grposcope simulate`, as
+# docs/results.md section 3 sets them (B = 256 prompts a step, G = 8, 50 steps of the fixed sampler's spending,
+# 10 seeds, held-out accuracy on prompts never trained on), on a pool of 10,000 prompts (1.3 passes over it in
+# 50 fixed steps, section 3's) and of 1,000 (12.8 passes: GRESO's setting, a pool revisited epoch after epoch),
+# each on the default population (difficulty_mean -1) and the hard one (-3).
+SIM_SAMPLERS: dict[str, tuple[str, dict]] = {
+    "fixed (GRPO)": ("fixed", {}),
+    "dynamic (DAPO)": ("dynamic", {}),
+    "reinforce_ada-balance": ("reinforce_ada", {"exit_rule": "balance"}),
+    "greso": ("greso", {}),
+    "budgeted": ("budgeted", {}),
+}
+SIM_SEEDS = tuple(range(10))
+SIM_POOLS = (10_000, 1_000)
+SIM_DIFFICULTIES = (-1.0, -3.0)
+SIM_G, SIM_B, SIM_STEPS = 8, 256, 50
+
+
+def simulate(args: argparse.Namespace) -> None:
+    """Every (pool, difficulty, sampler, seed) run in-process; each run's history kept as one JSON line."""
+    from grposcope.sim import SimConfig
+    from grposcope.sim import simulate as run
+
+    path = Path(args.raw)
+    done = {(r["pool"], r["mu"], r["sampler"], r["seed"]) for r in _sim_lines(path)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(path, "at") as raw:
+        for pool in SIM_POOLS:
+            for mu in SIM_DIFFICULTIES:
+                for name, (sampler, options) in SIM_SAMPLERS.items():
+                    t0 = time.perf_counter()
+                    for seed in SIM_SEEDS:
+                        if (pool, mu, name, seed) in done:
+                            continue
+                        config = SimConfig(sampler=sampler, sampler_options=options, prompts=pool,
+                                           num_generations=SIM_G, batch_size=SIM_B, steps=SIM_STEPS * 3,
+                                           seed=seed, difficulty_mean=mu)
+                        history = run(config).history
+                        keep = ("samples_total", "heldout_accuracy", "collapse/acr", "collapse/acr_post",
+                                "sampler/prompts_skipped", "sampler/samples_generated")
+                        raw.write(json.dumps({"pool": pool, "mu": mu, "sampler": name, "seed": seed,
+                                              "history": {k: history[k] for k in keep if k in history}}) + "\n")
+                    print(f"pool {pool}, difficulty_mean {mu:g}, {name}: {time.perf_counter() - t0:.1f} s", flush=True)
+
+
+def _sim_lines(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    with gzip.open(path, "rt") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def sim_tables(args: argparse.Namespace) -> None:
+    """Each sampler read where it has generated what the fixed sampler spends in 50 steps (SIM_B x G x 50)."""
+    lines = _sim_lines(Path(args.raw))
+    budget = SIM_B * SIM_G * SIM_STEPS
+    for pool in SIM_POOLS:
+        for mu in SIM_DIFFICULTIES:
+            print(f"\n**Simulator, {pool:,} prompts, difficulty_mean {mu:g}, G = {SIM_G}, at {budget:,} generated "
+                  "samples (mean +- SE over seeds; paired differences against fixed with their 95% t interval)**\n")
+            print("| sampler | seeds | steps | ACR | acr_post | prompts skipped / step | held-out accuracy | "
+                  "minus fixed |")
+            print("|---|---|---|---|---|---|---|---|")
+            by_name: dict[str, dict[int, dict]] = {}
+            for line in lines:
+                if line["pool"] == pool and line["mu"] == mu:
+                    history = line["history"]
+                    last = next((i for i, t in enumerate(history["samples_total"]) if t >= budget),
+                                len(history["samples_total"]) - 1)
+                    skipped = history.get("sampler/prompts_skipped", [0.0] * (last + 1))[: last + 1]
+                    by_name.setdefault(line["sampler"], {})[line["seed"]] = {
+                        "steps": last + 1, "acc": history["heldout_accuracy"][last],
+                        "ACR": statistics.fmean(history["collapse/acr"][: last + 1]),
+                        "acr_post": statistics.fmean(history["collapse/acr_post"][: last + 1]),
+                        "skipped": statistics.fmean(skipped)}
+            fixed = by_name.get("fixed (GRPO)", {})
+            for name in SIM_SAMPLERS:
+                seeds = by_name.get(name, {})
+                if not seeds:
+                    continue
+                cells = [f"{statistics.fmean(v[k] for v in seeds.values()):.1f}" if k in ("steps", "skipped")
+                         else _mean_se([v[k] for v in seeds.values()]) for k in ("steps", "ACR", "acr_post",
+                                                                                   "skipped", "acc")]
+                diffs = [seeds[s]["acc"] - fixed[s]["acc"] for s in seeds if s in fixed]
+                versus = "-" if name.startswith("fixed") else _interval(diffs, "{:+.4f}")
+                print(f"| {name} | {len(seeds)} | " + " | ".join(cells) + f" | {versus} |")
+
+
+def _mean_se(values: list[float]) -> str:
+    mean = statistics.fmean(values)
+    se = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else float("nan")
+    return f"{mean:.4f} +- {se:.4f}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -408,8 +503,10 @@ def main() -> None:
     r.add_argument("--out", default="runs/study3")
     r.add_argument("--keep", default="experiments/results/study3", help="where the gzipped logs go ('' : nowhere)")
     r.add_argument("--plot", default="docs/images/study3_curves.png", help="the curve plot ('' : none)")
+    for command in ("simulate", "sim-tables"):
+        sub.add_parser(command).add_argument("--raw", default="experiments/results/study3/sim_raw.jsonl.gz")
     args = parser.parse_args()
-    {"train": train, "tables": tables}[args.command](args)
+    {"train": train, "tables": tables, "simulate": simulate, "sim-tables": sim_tables}[args.command](args)
 
 
 if __name__ == "__main__":
