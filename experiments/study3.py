@@ -400,12 +400,15 @@ def _keep(out: Path, keep: Path, runs: dict) -> None:
 # 10 seeds, held-out accuracy on prompts never trained on), on a pool of 10,000 prompts (1.3 passes over it in
 # 50 fixed steps, section 3's) and of 1,000 (12.8 passes: GRESO's setting, a pool revisited epoch after epoch),
 # each on the default population (difficulty_mean -1) and the hard one (-3).
-SIM_SAMPLERS: dict[str, tuple[str, dict]] = {
-    "fixed (GRPO)": ("fixed", {}),
-    "dynamic (DAPO)": ("dynamic", {}),
-    "reinforce_ada-balance": ("reinforce_ada", {"exit_rule": "balance"}),
-    "greso": ("greso", {}),
-    "budgeted": ("budgeted", {}),
+# name -> (sampler, its options, estimator, its options). Reinforce-Ada with the grpo estimator as in section 3;
+# Knapsack RL with the pool of each prompt's N samples as the baseline, normalised by its std (GRPO over the N).
+SIM_SAMPLERS: dict[str, tuple[str, dict, str, dict]] = {
+    "fixed (GRPO)": ("fixed", {}, "grpo", {}),
+    "dynamic (DAPO)": ("dynamic", {}, "grpo", {}),
+    "reinforce_ada-balance": ("reinforce_ada", {"exit_rule": "balance"}, "grpo", {}),
+    "greso": ("greso", {}, "grpo", {}),
+    "knapsack": ("knapsack", {}, "pool", {"pool_std": True}),
+    "budgeted": ("budgeted", {}, "grpo", {}),
 }
 SIM_SEEDS = tuple(range(10))
 SIM_POOLS = (10_000, 1_000)
@@ -424,12 +427,13 @@ def simulate(args: argparse.Namespace) -> None:
     with gzip.open(path, "at") as raw:
         for pool in SIM_POOLS:
             for mu in SIM_DIFFICULTIES:
-                for name, (sampler, options) in SIM_SAMPLERS.items():
+                for name, (sampler, options, estimator, estimator_options) in SIM_SAMPLERS.items():
                     t0 = time.perf_counter()
                     for seed in SIM_SEEDS:
                         if (pool, mu, name, seed) in done:
                             continue
-                        config = SimConfig(sampler=sampler, sampler_options=options, prompts=pool,
+                        config = SimConfig(sampler=sampler, sampler_options=options, estimator=estimator,
+                                           estimator_options=estimator_options, prompts=pool,
                                            num_generations=SIM_G, batch_size=SIM_B, steps=SIM_STEPS * 3,
                                            seed=seed, difficulty_mean=mu)
                         history = run(config).history

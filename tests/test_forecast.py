@@ -218,7 +218,8 @@ def test_recommend_follows_the_rule():
 def test_forecast_puts_it_together():
     result = fc.forecast(COUNTS, [4, 2, 4], budget=16, mc_groups=100)
     assert list(result.acr) == [2, 4] and list(result.costs) == fc.all_samplers()
-    assert fc.all_samplers() == ["fixed", "dynamic", "reinforce_ada", "greso", "budgeted"]  # in the order registered
+    in_order = ["fixed", "dynamic", "reinforce_ada", "greso", "knapsack", "budgeted"]
+    assert fc.all_samplers() == in_order  # in the order registered
     assert result.costs["fixed"][4].prompts_per_step == 4 and result.costs["budgeted"][2].method == "Monte Carlo"
     data = json.loads(json.dumps(result.to_dict()))  # JSON-ready
     assert data["recommendation"]["sampler"] in fc.all_samplers() and data["rule"] == fc.RULE

@@ -31,7 +31,7 @@ def test_every_entry_runs_in_grposcopes_own_trainer():
 
 
 def test_the_forecast_costs_every_registered_sampler_in_registration_order():
-    in_order = ["fixed", "dynamic", "reinforce_ada", "greso", "budgeted"]
+    in_order = ["fixed", "dynamic", "reinforce_ada", "greso", "knapsack", "budgeted"]
     assert all_samplers() == SAMPLERS.names_in("grposcope") == in_order
 
 
@@ -40,5 +40,5 @@ def test_trl_takes_what_is_declared_for_it():
     assert trl_config.SAMPLERS_IN_TRL == tuple(SAMPLERS.names_in("trl"))
     not_in_trl = [name for name in SAMPLERS.names() if "trl" not in SAMPLERS.hosts(name)]
     for name in not_in_trl:
-        with pytest.raises(ValueError, match=f"sampler={name!r} draws other numbers"):
+        with pytest.raises(ValueError, match=f"sampler={name!r} does not run in TRL; in TRL use one of"):
             trl_config.GRPOConfig(output_dir="unused", sampler=name, report_to="none", use_cpu=True, bf16=False)

@@ -96,4 +96,5 @@ def test_a_familys_entries_do_not_depend_on_what_was_imported_first(first):
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split("\n")[0] == (
-        "['fixed', 'dynamic', 'reinforce_ada', 'greso', 'budgeted'] ['grpo', 'cispo', 'gspo'] ['transformers']")
+        "['fixed', 'dynamic', 'reinforce_ada', 'greso', 'knapsack', 'budgeted'] ['grpo', 'cispo', 'gspo'] "
+        "['transformers']")

@@ -146,6 +146,7 @@ CASES: dict[str, tuple[dict, str]] = {
                                    r"greso_target_zero_variance and greso_p_step must be in \(0, 1\)"),
     "greso_p_step": ({"greso_p_step": 0.0}, r"greso_target_zero_variance and greso_p_step must be in"),
     "greso_max_candidates": ({"greso_max_candidates": 0.5}, r"greso_max_candidates must be >= 1"),
+    "knapsack_max_groups": ({"knapsack_max_groups": 0}, r"knapsack_max_groups must be an int >= 1"),
     "exit_rule": ({"exit_rule": "first"}, r"unknown exit_rule 'first'"),
     "round_size": ({"round_size": 0}, r"round_size must be an int >= 1"),
     "max_rounds": ({"max_rounds": 0}, r"max_rounds must be an int >= 1"),

@@ -57,8 +57,8 @@ class SamplerOptions:
     """The samplers' options, one field each."""
 
     sample_budget: int | None = None
-    """budgeted: completions generated per step (default: prompts per generation x num_generations, what "fixed"
-    spends)."""
+    """budgeted, knapsack: completions generated per step (default: prompts per generation x num_generations, what
+    "fixed" spends)."""
     budget_candidates: float = 4.0
     """budgeted: prompts considered per step, as a multiple of the batch (the batch and the next ones)."""
     budget_first_round: float = 0.75
@@ -91,6 +91,8 @@ class SamplerOptions:
     greso_max_candidates: float = 8.0
     """greso: prompts the pre-rollout filter may look at per batch, as a multiple of the batch, before it draws the
     survivors it has."""
+    knapsack_max_groups: int = 4
+    """knapsack: the most samples one prompt may get in a step, in groups of G (Knapsack RL, arXiv 2509.25849)."""
     exit_rule: str = 'balance'
     """reinforce_ada: a prompt stops being sampled once it has at least one correct sample ("pos") or G/2 correct and
     G/2 wrong ones ("balance")."""
@@ -212,8 +214,8 @@ class TRLSamplerOptions:
     """The samplers' options that run in TRL, without TRL's own fields."""
 
     sample_budget: int | None = None
-    """budgeted: completions generated per step (default: prompts per generation x num_generations, what "fixed"
-    spends)."""
+    """budgeted, knapsack: completions generated per step (default: prompts per generation x num_generations, what
+    "fixed" spends)."""
     budget_candidates: float = 4.0
     """budgeted: prompts considered per step, as a multiple of the batch (the batch and the next ones)."""
     budget_first_round: float = 0.75

@@ -144,3 +144,24 @@ def accounting(draws: list[ScoredDraw], kept: torch.Tensor, rounds: float, dropp
 
 def pick(prompts: list[Any], index: torch.Tensor) -> list[Any]:
     return [prompts[i] for i in index.tolist()]
+
+
+def balanced(pools: torch.Tensor, valid: torch.Tensor, g: int, threshold: float,
+             generator: torch.Generator) -> torch.Tensor:
+    """G positions in each pool: up to floor(G/2) correct and G - floor(G/2) wrong, at random, a short class
+    filled from the other (Reinforce-Ada's down-sampling; every pool holds at least G valid rewards).
+
+    pools, valid (B, P_max) -> (B, G)
+    """
+    is_correct = (pools >= threshold) & valid
+    is_wrong = ~(pools >= threshold) & valid
+    noise = torch.rand(pools.shape, generator=generator)  # (B, P_max) a random order within a class
+    correct_first = torch.argsort(torch.where(is_correct, noise, 2.0), dim=1)  # (B, P_max)
+    wrong_first = torch.argsort(torch.where(is_wrong, noise, 2.0), dim=1)
+    n_correct = is_correct.sum(dim=1).clamp(max=g // 2)  # (B,)
+    n_wrong = torch.minimum(is_wrong.sum(dim=1), g - n_correct)
+    n_correct = g - n_wrong  # the wrong ones fell short: more correct ones (the pool holds >= G)
+    j = torch.arange(g).unsqueeze(0)  # (1, G)
+    from_correct = correct_first.gather(1, j.expand(len(pools), g))  # (B, G)
+    from_wrong = wrong_first.gather(1, (j - n_correct.unsqueeze(1)).clamp(min=0))  # (B, G)
+    return torch.where(j < n_correct.unsqueeze(1), from_correct, from_wrong)

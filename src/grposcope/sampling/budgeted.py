@@ -53,8 +53,8 @@ def p_mixed(a: torch.Tensor, b: torch.Tensor, g: int) -> torch.Tensor:
 
 
 @SAMPLERS.register("budgeted", reads=READS, hosts=("grposcope", "trl", "verl"), options=[
-    Option("sample_budget", 'budgeted: completions generated per step (default: prompts per generation x '
-           'num_generations, what "fixed" spends).'),
+    Option("sample_budget", 'budgeted, knapsack: completions generated per step (default: prompts per generation '
+           'x num_generations, what "fixed" spends).'),
     Option("budget_candidates", "budgeted: prompts considered per step, as a multiple of the batch (the batch and "
            "the next ones)."),
     Option("budget_first_round", "budgeted: the share of the budget its first round spends; later rounds re-rank "

@@ -10,4 +10,5 @@ from .base import Sampler
 # Each declares the trainers it runs in (`hosts`, docs/integrations.md "What runs where").
 SAMPLERS: Registry[Sampler] = Registry("sampler", entry_modules=(
     "grposcope.sampling.fixed", "grposcope.sampling.dynamic", "grposcope.sampling.reinforce_ada",
-    "grposcope.sampling.greso", "grposcope.sampling.budgeted"), plugins=True)
+    "grposcope.sampling.greso", "grposcope.sampling.knapsack",
+    "grposcope.sampling.budgeted"), plugins=True)

@@ -23,7 +23,7 @@ import torch
 
 from ..core.advantages import pool_stats
 from ..core.registry import Option
-from .base import READS, DrawFn, MorePrompts, Sampler, Selection, accounting, pick, sample_numbers
+from .base import READS, DrawFn, MorePrompts, Sampler, Selection, accounting, balanced, pick, sample_numbers
 from .registry import SAMPLERS
 
 EXIT_RULES = ("pos", "balance")
@@ -80,7 +80,7 @@ class ReinforceAda(Sampler):
         keep = resolved if self.drop_unresolved and resolved.any() else torch.ones(b, dtype=torch.bool)
         rows = keep.nonzero().flatten()  # (B',)
         valid = torch.arange(width).unsqueeze(0) < count[rows].unsqueeze(1)  # (B', P_max)
-        chosen = self._balanced(rewards[rows], valid, g)  # (B', G) positions in the pools
+        chosen = balanced(rewards[rows], valid, g, self.success_threshold, self.generator)  # (B', G) positions
         kept = rewards[rows].gather(1, chosen)  # (B', G)
         metrics = accounting(draws, kept, rounds=count.float().mean().item() / r, dropped=b - len(rows),
                              unresolved=int((~resolved).sum()))
@@ -98,19 +98,3 @@ class ReinforceAda(Sampler):
         else:
             rule = (correct >= g // 2) & (count - correct >= g - g // 2)
         return rule & (count >= g)
-
-    def _balanced(self, pools: torch.Tensor, valid: torch.Tensor, g: int) -> torch.Tensor:
-        """G positions in each pool: up to floor(G/2) correct and G - floor(G/2) wrong, at random, a short
-        class filled from the other.  pools, valid (B, P_max) -> (B, G)"""
-        is_correct = (pools >= self.success_threshold) & valid
-        is_wrong = ~(pools >= self.success_threshold) & valid
-        noise = torch.rand(pools.shape, generator=self.generator)  # (B, P_max) a random order within a class
-        correct_first = torch.argsort(torch.where(is_correct, noise, 2.0), dim=1)  # (B, P_max)
-        wrong_first = torch.argsort(torch.where(is_wrong, noise, 2.0), dim=1)
-        n_correct = is_correct.sum(dim=1).clamp(max=g // 2)  # (B,)
-        n_wrong = torch.minimum(is_wrong.sum(dim=1), g - n_correct)
-        n_correct = g - n_wrong  # the wrong ones fell short: more correct ones (the pool holds >= G)
-        j = torch.arange(g).unsqueeze(0)  # (1, G)
-        from_correct = correct_first.gather(1, j.expand(len(pools), g))  # (B, G)
-        from_wrong = wrong_first.gather(1, (j - n_correct.unsqueeze(1)).clamp(min=0))  # (B, G)
-        return torch.where(j < n_correct.unsqueeze(1), from_correct, from_wrong)
