@@ -376,10 +376,11 @@ def _plot(runs: dict, path: Path) -> None:
 
 
 def _interval(values: list[float], form: str = "{:+.3f}") -> str:
+    """mean +- the half-width of its 95% t interval, both to the digits of `form`"""
     if len(values) < 2:
         return form.format(values[0]) if values else "-"
     mean, half = mean_t_interval(values)
-    return f"{form.format(mean)} +- {half:.3f}"
+    return f"{form.format(mean)} +- {form.format(half).lstrip('+')}"
 
 
 def _keep(out: Path, keep: Path, runs: dict) -> None:
