@@ -78,7 +78,8 @@ def jobs() -> list[tuple[str, list[str], int]]:
     return out
 
 
-def train_one(out: Path, name: str, flags: list[str], seed: int, train_flags: list[str] = TRAIN) -> str:
+def train_one(out: Path, name: str, flags: list[str], seed: int, train_flags: list[str] = TRAIN,
+              eval_flags: list[str] = EVAL) -> str:
     """Trains one run, scores it with `grposcope eval`, and writes the seconds both took to its timing.json."""
     folder = out / name
     if (folder / "eval_avg4.json").is_file():
@@ -90,7 +91,7 @@ def train_one(out: Path, name: str, flags: list[str], seed: int, train_flags: li
             [*CLI, "train", "--output_dir", str(folder), "--seed", str(seed), *train_flags, *flags],
             stdout=log, stderr=subprocess.STDOUT, env=ENV).returncode
         if code == 0:
-            code = subprocess.run([*CLI, "eval", "--model", str(folder / "model"), "--seed", str(seed), *EVAL,
+            code = subprocess.run([*CLI, "eval", "--model", str(folder / "model"), "--seed", str(seed), *eval_flags,
                                    "--output", str(folder / "eval_avg4.json")], stdout=log,
                                   stderr=subprocess.STDOUT, env=ENV).returncode
     seconds = time.perf_counter() - t0

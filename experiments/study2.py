@@ -79,7 +79,7 @@ def _restore(keep: Path, out: Path) -> None:
     for path in sorted(keep.glob("*.gz")) if keep.is_dir() else []:
         name, file = path.name.removesuffix(".gz"), None
         for suffix in ("metrics.jsonl", "summary.json", "eval_avg4.json", "timing.json"):
-            if name.endswith("." + suffix) and not name.startswith("base-s"):  # base-s*.json: beside the runs
+            if name.endswith("." + suffix) and not name.startswith("base"):  # base*-s*.json: beside the runs
                 name, file = name.removesuffix("." + suffix), suffix
         target = out / f"{name}" / file if file else out / name
         if not target.is_file():
@@ -250,11 +250,11 @@ def _se(values: list[float]) -> float:
 
 
 def _interval(values: list[float], form: str = "{:+.3f}") -> str:
-    """mean +- the half-width of its 95% t interval; one value alone, as it is"""
+    """mean +- the half-width of its 95% t interval, both to the digits of `form`; one value alone, as it is"""
     if len(values) < 2:
         return form.format(values[0]) if values else "-"
     mean, half = mean_t_interval(values)
-    return f"{form.format(mean)} +- {half:.3f}"
+    return f"{form.format(mean)} +- {form.format(half).lstrip('+')}"
 
 
 def _keep(out: Path, keep: Path, runs: dict) -> None:
@@ -265,7 +265,7 @@ def _keep(out: Path, keep: Path, runs: dict) -> None:
             src = out / name / file
             if src.is_file():
                 (keep / f"{name}.{file}.gz").write_bytes(gzip.compress(src.read_bytes(), mtime=0))
-    for path in [*out.glob("base-s*.json"), *out.glob("base-s*.timing.json")]:
+    for path in [*out.glob("base*-s*.json"), *out.glob("base*-s*.timing.json")]:  # study3: base<block>-s<seed>
         (keep / f"{path.name}.gz").write_bytes(gzip.compress(path.read_bytes(), mtime=0))
 
 

@@ -55,8 +55,8 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from study import CLI, ENV, run_name
-from study2 import TRAIN2
+from study import CLI, ENV, run_name, train_one
+from study2 import TRAIN2, _interval, _keep, _restore
 
 from grposcope.reports.regression import fit_line, mean_t_interval, regularized_beta
 
@@ -114,34 +114,14 @@ def updates_taken(folder: Path) -> int:
 
 
 def run_one(out: Path, arm: str, seed: int, after: Future | None = None) -> str:
-    """Trains one run, scores it with `grposcope eval` on its block's split, writes the seconds both took."""
+    """Trains one run and scores it with `grposcope eval` on its block's split (study.train_one); grpo-updates
+    first waits for avspo of the same seed (`after`) and takes its update count as --max_updates."""
     block, flags, base = ARMS[arm]
-    name, folder = run_name(arm, seed), out / run_name(arm, seed)
-    if (folder / "eval_avg4.json").is_file():
-        return f"{name}: done before"
-    if arm == "grpo-updates":
+    if arm == "grpo-updates" and not (out / run_name(arm, seed) / "eval_avg4.json").is_file():
         assert after is not None
-        after.result()  # avspo of the same seed, whose updates this run matches
+        after.result()
         flags = [*flags, "--max_updates", str(updates_taken(out / run_name("avspo", seed)))]
-    t0 = time.perf_counter()
-    trained = (folder / "summary.json").is_file() and (folder / "model").is_dir()  # only its eval is missing
-    with open(out / f"{name}.log", "a" if trained else "w") as log:
-        code = 0 if trained else subprocess.run(
-            [*CLI, "train", "--output_dir", str(folder), "--seed", str(seed), *base, *flags],
-            stdout=log, stderr=subprocess.STDOUT, env=ENV).returncode
-        if code == 0:
-            code = subprocess.run([*CLI, "eval", "--model", str(folder / "model"), "--seed", str(seed),
-                                   *EVAL_FLAGS[block], "--output", str(folder / "eval_avg4.json")], stdout=log,
-                                  stderr=subprocess.STDOUT, env=ENV).returncode
-    seconds = time.perf_counter() - t0
-    if code == 0:
-        import shutil
-
-        shutil.rmtree(folder / "model")  # 540 MB each; the logs and the eval file are what the tables read
-        timing = folder / "timing.json"
-        before = json.loads(timing.read_text())["seconds"] if timing.is_file() else 0.0
-        timing.write_text(json.dumps({"seconds": before + seconds}) + "\n")
-    return f"{name}: exit {code} after {seconds:.0f} s"
+    return train_one(out, run_name(arm, seed), flags, seed, base, EVAL_FLAGS[block])
 
 
 def base_eval(out: Path, block: str, seed: int) -> str:
@@ -158,20 +138,6 @@ def base_eval(out: Path, block: str, seed: int) -> str:
         (out / f"base{block}-s{seed}.timing.json").write_text(
             json.dumps({"seconds": time.perf_counter() - t0}) + "\n")
     return f"base{block}-s{seed}: exit {code}"
-
-
-def _restore(keep: Path, out: Path) -> None:
-    """Unpacks the kept logs of finished runs and untrained evals into `out`, so that a fresh checkout goes on
-    with the runs not yet done."""
-    for path in sorted(keep.glob("*.gz")) if keep.is_dir() else []:
-        name = path.name.removesuffix(".gz")
-        target = out / name  # base<block>-s<seed>.json and .timing.json sit beside the runs
-        if not name.startswith("base"):
-            run, _, file = name.partition(".")
-            target = out / run / file
-        if not target.is_file():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(gzip.decompress(path.read_bytes()))
 
 
 def train(args: argparse.Namespace) -> None:
@@ -373,26 +339,6 @@ def _plot(runs: dict, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     print(f"\nwrote {path}")
-
-
-def _interval(values: list[float], form: str = "{:+.3f}") -> str:
-    """mean +- the half-width of its 95% t interval, both to the digits of `form`"""
-    if len(values) < 2:
-        return form.format(values[0]) if values else "-"
-    mean, half = mean_t_interval(values)
-    return f"{form.format(mean)} +- {form.format(half).lstrip('+')}"
-
-
-def _keep(out: Path, keep: Path, runs: dict) -> None:
-    """Each run's metrics.jsonl, summary.json, eval and timing, and the untrained evals, gzipped into `keep`."""
-    keep.mkdir(parents=True, exist_ok=True)
-    for name in runs:
-        for file in ("metrics.jsonl", "summary.json", "eval_avg4.json", "timing.json"):
-            src = out / name / file
-            if src.is_file():
-                (keep / f"{name}.{file}.gz").write_bytes(gzip.compress(src.read_bytes(), mtime=0))
-    for path in [*out.glob("base*-s*.json"), *out.glob("base*-s*.timing.json")]:
-        (keep / f"{path.name}.gz").write_bytes(gzip.compress(path.read_bytes(), mtime=0))
 
 
 # --- the simulator ---------------------------------------------------------------------------------------------

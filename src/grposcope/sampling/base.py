@@ -146,6 +146,50 @@ def pick(prompts: list[Any], index: torch.Tensor) -> list[Any]:
     return [prompts[i] for i in index.tolist()]
 
 
+class KeptGroups:
+    """The informative groups a step's draws yield, in the order drawn: dynamic sampling's bookkeeping
+    (`dynamic`, `greso`)."""
+
+    def __init__(self) -> None:
+        self.draws: list[ScoredDraw] = []
+        self.prompts: list[Any] = []  # the kept groups' prompts
+        self._samples: list[torch.Tensor] = []  # per draw (U, G): the kept groups' step-wide sample numbers
+        self._rewards: list[torch.Tensor] = []  # per draw (U, G)
+        self._last: list[Any] = []  # the last batch drawn
+        self.offset = 0  # samples drawn so far: the number of the next draw's first sample
+
+    def add(self, batch: list[Any], drawn: ScoredDraw) -> None:
+        """A draw of `batch`, (K, G): its informative groups are kept."""
+        self.draws.append(drawn)
+        useful = informative(drawn.rewards).nonzero().flatten()  # (U,)
+        self.prompts += pick(batch, useful)
+        self._samples.append(sample_numbers(drawn, self.offset)[useful])
+        self._rewards.append(drawn.rewards[useful])
+        self.offset += drawn.rewards.numel()
+        self._last = list(batch)
+
+    @property
+    def mixed_share(self) -> float:
+        """The share of the groups drawn so far that were informative."""
+        return len(self.prompts) / sum(d.rewards.shape[0] for d in self.draws)
+
+    def selection(self, want: int, **extra: float) -> Selection:
+        """The first `want` kept groups (what is missing counted in `sampler/shortfall`); when not one group was
+        informative, the last batch as drawn (its zero advantages make no update, and the step keeps a batch)."""
+        prompts = self.prompts[:want]
+        samples, rewards = torch.cat(self._samples)[:want], torch.cat(self._rewards)[:want]
+        shortfall = want - len(prompts)
+        if not prompts:
+            last = self.draws[-1]
+            prompts, rewards = self._last, last.rewards
+            samples = sample_numbers(last, self.offset - rewards.numel())
+        drawn_prompts = sum(d.rewards.shape[0] for d in self.draws)
+        metrics = accounting(self.draws, rewards, rounds=1, dropped=drawn_prompts - len(prompts),
+                             shortfall=shortfall, gen_batches=len(self.draws), **extra)
+        as_drawn = torch.cat([d.rewards for d in self.draws])  # (B0, G) every group drawn, kept or dropped
+        return Selection(prompts, samples, rewards, self.draws, None, metrics, as_drawn=as_drawn)
+
+
 def balanced(pools: torch.Tensor, valid: torch.Tensor, g: int, threshold: float,
              generator: torch.Generator) -> torch.Tensor:
     """G positions in each pool: up to floor(G/2) correct and G - floor(G/2) wrong, at random, a short class

@@ -13,11 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
 from ..core.registry import Option
 from ..errors import RunError
-from .base import READS, DrawFn, MorePrompts, Sampler, Selection, accounting, informative, pick, sample_numbers
+from .base import READS, DrawFn, KeptGroups, MorePrompts, Sampler, Selection
 from .registry import SAMPLERS
 
 SHORTFALL = ("train", "error")
@@ -44,33 +42,16 @@ class Dynamic(Sampler):
         self.max_gen_batches, self.on_shortfall = max_gen_batches, on_shortfall
 
     def sample(self, prompts: list[Any], draw: DrawFn, more: MorePrompts, g: int) -> Selection:
-        want, batch, offset = len(prompts), list(prompts), 0
-        draws, kept_prompts, kept_samples, kept_rewards = [], [], [], []
+        want, batch, kept = len(prompts), list(prompts), KeptGroups()
         while True:
-            drawn = draw(batch, g)  # (B, G)
-            draws.append(drawn)
-            useful = informative(drawn.rewards).nonzero().flatten()  # (K,)
-            kept_prompts += pick(batch, useful)
-            kept_samples.append(sample_numbers(drawn, offset)[useful])
-            kept_rewards.append(drawn.rewards[useful])
-            offset += drawn.rewards.numel()
-            if len(kept_prompts) >= want or len(draws) == self.max_gen_batches:
+            kept.add(batch, draw(batch, g))  # (B, G)
+            if len(kept.prompts) >= want or len(kept.draws) == self.max_gen_batches:
                 break
             batch = more(want)  # a fresh batch, as DAPO draws them
-        drawn_prompts = sum(d.rewards.shape[0] for d in draws)
-        samples, rewards = torch.cat(kept_samples)[:want], torch.cat(kept_rewards)[:want]
-        kept_prompts = kept_prompts[:want]
-        shortfall = want - len(kept_prompts)
-        if shortfall and self.on_shortfall == "error":
+        if len(kept.prompts) < want and self.on_shortfall == "error":
             raise RunError(
-                f"dynamic sampling kept {len(kept_prompts)} informative groups of the {want} wanted after "
-                f"{len(draws)} batches (max_gen_batches={self.max_gen_batches}); raise max_gen_batches, make "
-                "the prompts' difficulty fit the model, or set on_shortfall='train'"
+                f"dynamic sampling kept {len(kept.prompts)} informative groups of the {want} wanted after "
+                f"{len(kept.draws)} batches (max_gen_batches={self.max_gen_batches}); raise max_gen_batches, "
+                "make the prompts' difficulty fit the model, or set on_shortfall='train'"
             )
-        if not kept_prompts:  # nothing informative: the last batch trains as drawn
-            kept_prompts, rewards = batch, draws[-1].rewards
-            samples = sample_numbers(draws[-1], offset - rewards.numel())
-        metrics = accounting(draws, rewards, rounds=1, dropped=drawn_prompts - len(kept_prompts),
-                             shortfall=shortfall, gen_batches=len(draws))
-        as_drawn = torch.cat([d.rewards for d in draws])  # (B0, G) every group drawn, kept or dropped
-        return Selection(kept_prompts, samples, rewards, draws, None, metrics, as_drawn=as_drawn)
+        return kept.selection(want)

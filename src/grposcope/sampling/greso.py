@@ -36,18 +36,7 @@ from typing import Any
 import torch
 
 from ..core.registry import Option
-from .base import (
-    READS,
-    DrawFn,
-    MorePrompts,
-    Sampler,
-    Selection,
-    accounting,
-    example_key,
-    informative,
-    pick,
-    sample_numbers,
-)
+from .base import READS, DrawFn, KeptGroups, MorePrompts, Sampler, Selection, example_key, informative
 from .registry import SAMPLERS
 
 P_MIN, P_MAX = 0.05, 0.95  # the release's bounds on the exploration probabilities
@@ -155,45 +144,27 @@ class Greso(Sampler):
     # --- one step -----------------------------------------------------------------------------------------
 
     def sample(self, prompts: list[Any], draw: DrawFn, more: MorePrompts, g: int) -> Selection:
-        want = len(prompts)
-        draws, kinds, kept_prompts, kept_samples, kept_rewards = [], [], [], [], []
-        offset, looked, skipped, acted, batch_first = 0, 0, 0, False, list(prompts)
-        ask = want
+        want, kept, kinds = len(prompts), KeptGroups(), []
+        looked, skipped, acted, batch_first, ask = 0, 0, False, list(prompts), len(prompts)
         while True:
             batch, seen, dropped_before, streaks = self._filter(batch_first, more, ask)
             looked, skipped, acted = looked + seen, skipped + dropped_before, acted or streaks
             if not batch:  # every prompt looked at was filtered out: draw the last ones as they came
                 batch = batch_first[:ask]
             drawn = draw(batch, g)  # (K, G)
-            draws.append(drawn)
+            kept.add(batch, drawn)
             kinds.append(self._remember(batch, drawn.rewards))
-            useful = informative(drawn.rewards).nonzero().flatten()  # (U,)
-            kept_prompts += pick(batch, useful)
-            kept_samples.append(sample_numbers(drawn, offset)[useful])
-            kept_rewards.append(drawn.rewards[useful])
-            offset += drawn.rewards.numel()
-            if len(kept_prompts) >= want or len(draws) == self.max_gen_batches:
+            if len(kept.prompts) >= want or len(kept.draws) == self.max_gen_batches:
                 break
-            mixed = sum(len(k) for k in kept_rewards) / sum(d.rewards.shape[0] for d in draws)
-            missing = want - len(kept_prompts)
-            ask = min(want, math.ceil(missing / max(mixed, 1.0 / want) * BATCH_SLACK))  # the adaptive batch size
+            missing = want - len(kept.prompts)  # the adaptive batch size:
+            ask = min(want, math.ceil(missing / max(kept.mixed_share, 1.0 / want) * BATCH_SLACK))
             batch_first = more(ask)
             if not batch_first:  # a host whose batch is fixed: no further batch
                 break
-        every = torch.cat(kinds)  # (B0,)
         if acted:
-            self._adapt(every)
-        samples, rewards = torch.cat(kept_samples)[:want], torch.cat(kept_rewards)[:want]
-        kept_prompts = kept_prompts[:want]
-        if not kept_prompts:  # nothing informative: the last batch trains as drawn
-            kept_prompts, rewards = batch, draws[-1].rewards
-            samples = sample_numbers(draws[-1], offset - rewards.numel())
-        drawn_prompts = sum(d.rewards.shape[0] for d in draws)
-        metrics = accounting(draws, rewards, rounds=1, dropped=drawn_prompts - len(kept_prompts),
-                             shortfall=want - len(kept_prompts), gen_batches=len(draws), prompts_skipped=skipped,
-                             candidates=looked, greso_p_easy=self.p[EASY], greso_p_hard=self.p[HARD])
-        as_drawn = torch.cat([d.rewards for d in draws])  # (B0, G) every group drawn, kept or dropped
-        return Selection(kept_prompts, samples, rewards, draws, None, metrics, as_drawn=as_drawn)
+            self._adapt(torch.cat(kinds))  # (B0,)
+        return kept.selection(want, prompts_skipped=skipped, candidates=looked, greso_p_easy=self.p[EASY],
+                              greso_p_hard=self.p[HARD])
 
     # --- checkpoints --------------------------------------------------------------------------------------
 
