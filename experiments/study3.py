@@ -309,15 +309,16 @@ def _equal_updates_regression(runs: dict) -> None:
 
 
 def _plot(runs: dict, path: Path) -> None:
-    """avg@4 on the 32-prompt subset against steps and against samples, mean over seeds per arm."""
+    """avg@4 on the 32-prompt subset against steps, samples and optimizer updates, mean over seeds per arm."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, 2, figsize=(12, 8), sharey="row")
+    fig, axes = plt.subplots(2, 3, figsize=(16, 8), sharey="row")
     for row, block in enumerate("AB"):
-        for col, (x_name, x_index) in enumerate((("step", 0), ("completions generated", 1))):
+        for col, (x_name, x_index) in enumerate((("step", 0), ("completions generated", 1),
+                                                 ("optimizer updates", 2))):
             ax = axes[row][col]
             for arm, (b, _, _) in ARMS.items():
                 curves = [r["curve"] for r in runs.values() if r["arm"] == arm and b == block]
@@ -334,7 +335,8 @@ def _plot(runs: dict, path: Path) -> None:
             ax.set_xlabel(x_name)
             ax.set_title(f"block {block}: avg@4 on 32 held-out prompts")
             ax.grid(alpha=0.3)
-            ax.legend(fontsize=8)
+            if ax.lines:
+                ax.legend(fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
