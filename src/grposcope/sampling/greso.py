@@ -26,6 +26,8 @@ Deviations from the paper's release, and why:
   is full; a shortfall trains on the informative groups kept, as `dynamic`'s `on_shortfall="train"` does.
 - The filter looks at most `greso_max_candidates` x B prompts a batch, so a pool that is nearly all filtered
   cannot stall a step; the survivors found so far are drawn.
+- A step's first batch holds B prompts, as `dynamic`'s does; the release's scripts draw 1.5 x the training
+  batch first (`sampling_batch_size` 384 for 256).
 """
 
 from __future__ import annotations
