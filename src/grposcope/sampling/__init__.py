@@ -29,7 +29,7 @@ def pool_pairing(sampler: str, estimator: str) -> str | None:
     """
     makes_pool = getattr(SAMPLERS.get(sampler), "makes_pool", False)
     if estimator == "pool" and not makes_pool:
-        drawing = [name for name in SAMPLERS.names() if getattr(SAMPLERS.get(name), "makes_pool", False)]
+        drawing = [name for name in SAMPLERS.names_in("grposcope") if getattr(SAMPLERS.get(name), "makes_pool", False)]
         raise ValueError(f"advantage_estimator='pool' takes its baseline from every completion drawn for a prompt, "
                          f"and sampler={sampler!r} draws only the group: use sampler={drawing[0]!r} (or one of "
                          f"{', '.join(drawing)}), or advantage_estimator='grpo'")
