@@ -142,6 +142,13 @@ def accounting(draws: list[ScoredDraw], kept: torch.Tensor, rounds: float, dropp
     return metrics
 
 
+def check_sample_budget(sample_budget: int | None) -> None:
+    """`sample_budget` (`budgeted`, `knapsack`): samples per step, or None for B x G."""
+    if sample_budget is not None and (not isinstance(sample_budget, int) or sample_budget < 1):
+        raise ValueError(f"sample_budget must be an int >= 1 (samples per step) or None (B x G), got "
+                         f"{sample_budget!r}")
+
+
 def pick(prompts: list[Any], index: torch.Tensor) -> list[Any]:
     return [prompts[i] for i in index.tolist()]
 

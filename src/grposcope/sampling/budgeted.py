@@ -33,6 +33,7 @@ from .base import (
     Sampler,
     Selection,
     accounting,
+    check_sample_budget,
     example_key,
     informative,
     pick,
@@ -74,9 +75,7 @@ class Budgeted(Sampler):
                  budget_first_round: float = 0.75, budget_decay: float = 0.95, budget_prior_strength: float = 2.0,
                  budget_min_p_mixed: float = 0.05, success_threshold: float = 0.5, seed: int = 0) -> None:
         super().__init__(success_threshold, seed)
-        if sample_budget is not None and (not isinstance(sample_budget, int) or sample_budget < 1):
-            raise ValueError(f"sample_budget must be an int >= 1 (samples per step) or None (B x G), got "
-                             f"{sample_budget!r}")
+        check_sample_budget(sample_budget)
         if (budget_candidates < 1 or not 0 < budget_first_round <= 1 or not 0 < budget_decay <= 1
                 or budget_prior_strength <= 0):
             raise ValueError(f"budgeted needs budget_candidates >= 1, 0 < budget_first_round <= 1, 0 < budget_decay "

@@ -41,6 +41,7 @@ from .base import (
     Selection,
     accounting,
     balanced,
+    check_sample_budget,
     example_key,
     pick,
     sample_numbers,
@@ -93,9 +94,7 @@ class Knapsack(Sampler):
     def __init__(self, sample_budget: int | None = None, knapsack_max_groups: int = 4,
                  success_threshold: float = 0.5, seed: int = 0) -> None:
         super().__init__(success_threshold, seed)
-        if sample_budget is not None and (not isinstance(sample_budget, int) or sample_budget < 1):
-            raise ValueError(f"sample_budget must be an int >= 1 (samples per step) or None (B x G), got "
-                             f"{sample_budget!r}")
+        check_sample_budget(sample_budget)
         if not isinstance(knapsack_max_groups, int) or knapsack_max_groups < 1:
             raise ValueError(f"knapsack_max_groups must be an int >= 1 (groups of G per prompt), got "
                              f"{knapsack_max_groups!r}")
