@@ -165,13 +165,10 @@ def coerce_mapping(name: str, raw: str) -> dict[str, Any]:
     """A dict option from the command line, as JSON or a YAML flow mapping: `--generation_kwargs
     '{"min_new_tokens": 4}'`. Read with yaml.safe_load, as a config file is: plain data, no tags that build
     objects. What the mapping may hold is the option's own check (GRPOConfig)."""
-    import yaml
+    from ..components.plugins import parse_mapping
 
-    try:
-        value = yaml.safe_load(raw)
-    except yaml.YAMLError:
-        value = None
-    if not isinstance(value, dict):
+    value = parse_mapping(raw)
+    if value is None:
         raise ValueError(f"--{name}: cannot read {raw!r} as a mapping; write it as JSON, e.g. "
                          f"--{name} '{{\"min_new_tokens\": 4}}'")
     return value

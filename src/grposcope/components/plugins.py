@@ -23,20 +23,25 @@ KWARGS = {"advantage_estimator": "advantage_estimator_kwargs", "sampler": "sampl
           "policy_loss": "policy_loss_kwargs"}  # family -> the field holding its plug-in's keyword arguments
 
 
+def parse_mapping(text: str) -> dict[str, Any] | None:
+    """`text` read as JSON or a YAML flow mapping (`'{"option": 1}'`), or None when it is not a mapping. Read with
+    yaml.safe_load, as a config file is: plain data, no tags that build objects."""
+    import yaml
+
+    try:
+        parsed = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
 def read_kwargs(field: str, value: Any) -> dict[str, Any] | None:
     """A `*_kwargs` value as a dict: None, a mapping, or (TRL's parser and the command line give strings) JSON
     or a YAML flow mapping."""
     if value is None or isinstance(value, dict):
         return value
-    if isinstance(value, str):
-        import yaml
-
-        try:
-            parsed = yaml.safe_load(value)
-        except yaml.YAMLError:
-            parsed = None
-        if isinstance(parsed, dict):
-            return parsed
+    if isinstance(value, str) and (parsed := parse_mapping(value)) is not None:
+        return parsed
     shown = repr(value) if len(repr(value)) <= 200 else repr(value)[:200] + "..."
     raise ValueError(f"{field} must be a mapping of the plug-in's keyword arguments, e.g. --{field} "
                      f"'{{\"option\": 1}}', got {shown}")
