@@ -205,10 +205,10 @@ def settings_file(folder: Path) -> Path:
 
 
 def record_settings(folder: Path, how: Any) -> None:
-    from .logging.jsonl import write_atomically
+    from .files import write_text_atomic
 
     folder.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(settings_file(folder), json.dumps(settings_of(how), indent=2, sort_keys=True) + "\n")
+    write_text_atomic(settings_file(folder), json.dumps(settings_of(how), indent=2, sort_keys=True) + "\n")
 
 
 def recorded_settings(folder: Path) -> dict[str, Any] | None:

@@ -16,7 +16,8 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
-from ..logging.jsonl import json_safe, write_atomically
+from ..files import write_text_atomic
+from ..logging.jsonl import json_safe
 from .catalogue import resolve
 from .engine import Diagnosis, Options, diagnose
 from .findings import Finding, rank
@@ -161,7 +162,7 @@ def write_findings(path: Path, result: Diagnosis) -> None:
     payload = {"run": result.run.name, "findings": [f.to_json() for f in result.findings],
                "cost": result.cost.to_json(), "cost_line": result.cost.line(), "unchecked": result.unchecked}
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(path, json.dumps(json_safe(payload), indent=2, allow_nan=False) + "\n")
+    write_text_atomic(path, json.dumps(json_safe(payload), indent=2, allow_nan=False) + "\n")
 
 
 def metrics_records(path: Path) -> Iterator[dict[str, Any]]:

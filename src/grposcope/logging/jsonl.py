@@ -16,14 +16,13 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 import time
 import warnings
 from pathlib import Path
 from typing import Any
 
 from ..errors import DiskFullError
-from ..files import NO_ROOM
+from ..files import NO_ROOM, write_text_atomic
 
 RESERVED_KEYS = ("step", "time")
 
@@ -122,23 +121,6 @@ def json_safe(value: Any) -> Any:
     return [json_safe(item) for item in value] if isinstance(value, (list, tuple)) else value
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Replaces `path` with `text`; a crash leaves either the old or the new file, never half of one."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as err:
-        Path(tmp).unlink(missing_ok=True)
-        if isinstance(err, OSError) and err.errno in NO_ROOM:
-            raise DiskFullError(f"no space left on the disk of {path} ({err.strerror}) while writing it; "
-                                f"{path.name} is as it was. Free space on that disk") from err
-        raise
-
-
 def truncate_after(path: str | os.PathLike[str], step: int) -> int:
     """Drops the lines of `path` with a step above `step` (and a partial last line); returns how many.
 
@@ -153,7 +135,7 @@ def truncate_after(path: str | os.PathLike[str], step: int) -> int:
     total_lines = sum(1 for line in text.split("\n") if line.strip())
     dropped = total_lines - len(kept)
     if dropped:
-        write_atomically(path, "".join(line + "\n" for line in kept))
+        write_text_atomic(path, "".join(line + "\n" for line in kept))
     return dropped
 
 

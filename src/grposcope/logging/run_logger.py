@@ -21,10 +21,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ..errors import DiskFullError
+from ..files import write_text_atomic
 from .backends import LOGGERS, METRICS_FILE, CompletionsBackend, MetricsBackend, RunInfo, resolve_report_to
 from .completions import COMPLETIONS_FILE, CompletionsWriter, completion_rows
 from .console import LiveDisplay, PlainDisplay, SilentDisplay
-from .jsonl import json_value, read_metrics, write_atomically
+from .jsonl import json_value, read_metrics
 from .summary import RunStats, render_table, summary_rows
 
 SUMMARY_FILE = "summary.json"
@@ -197,7 +198,7 @@ class RunLogger:
         self._display.show(render_table(summary_rows(figures, extra)))
         figures.update(extra)
         figures.update(unshown or {})
-        write_atomically(self.output_dir / SUMMARY_FILE,
+        write_text_atomic(self.output_dir / SUMMARY_FILE,
                          json.dumps(_json_safe(figures), indent=2, allow_nan=False) + "\n")
         return figures
 
