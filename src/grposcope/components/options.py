@@ -75,8 +75,13 @@ def unread_component_option(args: Any, field: str, options: dict[str, Declared] 
     chosen = getattr(args, option.family)
     if chosen in option.entries or (dotted(chosen) and FAMILIES[option.family].takes(chosen, field)):
         return None  # a plug-in reads a config field that it names as a keyword
-    return (f"{field}={getattr(args, field)!r} is not used: {option.family}={chosen!r} does not read it (read by "
-            f"{option.family} {', '.join(option.entries)})")
+    return _not_read(field, getattr(args, field), option, chosen)
+
+
+def _not_read(field: str, value: Any, option: Declared, chosen: str) -> str:
+    """The note for an option that entry `chosen` of its family does not read, naming the entries that do."""
+    return (f"{field}={value!r} is not used: {option.family}={chosen!r} does not read it (read by {option.family} "
+            f"{', '.join(option.entries)})")
 
 
 def without_unread(family: str, name: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -90,8 +95,7 @@ def without_unread(family: str, name: str, params: dict[str, Any]) -> dict[str, 
     for key, value in params.items():
         option = options.get(key)
         if option is not None and option.family == family and not registry.takes(name, key):
-            warnings.warn(f"{key}={value!r} is not used: {family}={name!r} does not read it (read by {family} "
-                          f"{', '.join(option.entries)})", stacklevel=3)
+            warnings.warn(_not_read(key, value, option, name), stacklevel=3)
             continue
         kept[key] = value
     return kept
