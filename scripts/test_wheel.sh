@@ -4,8 +4,9 @@
 # and alone, then the wheel with its [report] extra, pinned by requirements/constraints.txt), and from a folder
 # outside the checkout runs `grposcope --version`, `grposcope report` and `grposcope diagnose` on copies of the
 # fixture runs in tests/fixtures, and `import grposcope.core`. Also checks that the wheel holds every file of
-# src/grposcope and the licence, and that the sdist holds LICENSE and CHANGELOG.md. Everything happens in a
-# temporary folder, removed at the end; pip's cache is reused, so a second run downloads nothing.
+# src/grposcope and the licence, and that the sdist holds LICENSE, CHANGELOG.md and the whole test suite.
+# Everything happens in a temporary folder, removed at the end; pip's cache is reused, so a second run downloads
+# nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 checkout="$PWD"
@@ -47,12 +48,13 @@ source = {p.relative_to("src").as_posix() for p in Path("src/grposcope").rglob("
 missing = sorted(source - in_wheel)
 missing += [n for n in (f"grposcope-{version}.dist-info/licenses/LICENSE",) if n not in in_wheel]
 in_sdist = set(tarfile.open(sdist).getnames())
-missing += [n for n in (f"grposcope-{version}/{f}" for f in ("LICENSE", "CHANGELOG.md", "pyproject.toml"))
+missing += [n for n in (f"grposcope-{version}/{f}" for f in ("LICENSE", "CHANGELOG.md", "pyproject.toml",
+                                                             "tests/conftest.py", "tests/fixtures/runs/quickstart/metrics.jsonl"))
             if n not in in_sdist]
 if missing:
     sys.exit(f"scripts/test_wheel.sh: not shipped: {missing}")
 print(f"wheel: {len(in_wheel)} files, all {len(source)} of src/grposcope; sdist: {len(in_sdist)} entries, "
-      "LICENSE and CHANGELOG.md among them")
+      "LICENSE, CHANGELOG.md and the test suite with its conftest.py among them")
 EOF
 
 say "$python" -m venv "$venv"
