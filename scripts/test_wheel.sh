@@ -48,9 +48,9 @@ source = {p.relative_to("src").as_posix() for p in Path("src/grposcope").rglob("
 missing = sorted(source - in_wheel)
 missing += [n for n in (f"grposcope-{version}.dist-info/licenses/LICENSE",) if n not in in_wheel]
 in_sdist = set(tarfile.open(sdist).getnames())
-missing += [n for n in (f"grposcope-{version}/{f}" for f in ("LICENSE", "CHANGELOG.md", "pyproject.toml",
-                                                             "tests/conftest.py", "tests/fixtures/runs/quickstart/metrics.jsonl"))
-            if n not in in_sdist]
+shipped = ("LICENSE", "CHANGELOG.md", "pyproject.toml", "tests/conftest.py",
+           "tests/fixtures/runs/quickstart/metrics.jsonl")
+missing += [n for n in (f"grposcope-{version}/{f}" for f in shipped) if n not in in_sdist]
 if missing:
     sys.exit(f"scripts/test_wheel.sh: not shipped: {missing}")
 print(f"wheel: {len(in_wheel)} files, all {len(source)} of src/grposcope; sdist: {len(in_sdist)} entries, "

@@ -121,9 +121,7 @@ def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
     """JSON into a temporary file beside `path`, then renamed over it: a reader never sees half a file."""
     from .files import write_text_atomic
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(path, json_text(data))
+    write_text_atomic(path, json_text(data))  # makes the missing folders
 
 
 def json_text(data: Any) -> str:

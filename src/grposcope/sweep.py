@@ -207,7 +207,6 @@ def settings_file(folder: Path) -> Path:
 def record_settings(folder: Path, how: Any) -> None:
     from .files import write_text_atomic
 
-    folder.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(settings_file(folder), json.dumps(settings_of(how), indent=2, sort_keys=True) + "\n")
 
 

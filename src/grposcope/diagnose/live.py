@@ -157,11 +157,10 @@ class LiveDiagnosis:
 
 
 def write_findings(path: Path, result: Diagnosis) -> None:
-    """findings.json: {"findings": [...], "cost": {...}}, written whole or not at all (logging.jsonl's atomic
-    write: a temporary file, then a rename; a full disk says so)."""
+    """findings.json: {"findings": [...], "cost": {...}}, written whole or not at all
+    (files.write_text_atomic: a temporary file, then a rename; a full disk says so)."""
     payload = {"run": result.run.name, "findings": [f.to_json() for f in result.findings],
                "cost": result.cost.to_json(), "cost_line": result.cost.line(), "unchecked": result.unchecked}
-    path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(path, json.dumps(json_safe(payload), indent=2, allow_nan=False) + "\n")
 
 

@@ -199,7 +199,7 @@ class RunLogger:
         figures.update(extra)
         figures.update(unshown or {})
         write_text_atomic(self.output_dir / SUMMARY_FILE,
-                         json.dumps(_json_safe(figures), indent=2, allow_nan=False) + "\n")
+                          json.dumps(_json_safe(figures), indent=2, allow_nan=False) + "\n")
         return figures
 
     def close(self) -> None:
