@@ -259,6 +259,7 @@ def tables(args: argparse.Namespace) -> None:
             cells.append("-" if r is None else f"{r['avg@4']:.3f} / {r['steps']} / {r['updates']} / {r['samples']:.0f}")
         if any(c != "-" for c in cells):
             print(f"| {seed} | " + " | ".join(cells) + " |")
+    _curve_table(runs)
     _decisions(runs)
     _equal_updates_regression(runs)
     if args.plot:
@@ -269,6 +270,32 @@ def tables(args: argparse.Namespace) -> None:
           "one thread (two at a time on 2 cores)")
     if args.keep:
         _keep(out, Path(args.keep), runs)
+
+
+def _curve_table(runs: dict) -> None:
+    """The curves in numbers: mean avg@4 on the 32-prompt subset at each evaluated step, with the mean updates
+    taken by then (a cell over fewer seeds than the arm has gives their count: runs that stop early)."""
+    points: dict[str, dict[int, list[tuple[int, float]]]] = {}
+    for r in runs.values():
+        for step, _, updates, value in r["curve"]:
+            if value is not None:
+                points.setdefault(r["arm"], {}).setdefault(step, []).append((updates, value))
+    steps = sorted({step for arm in points.values() for step in arm})
+    print("\nCurves: avg@4 on the first 32 held-out prompts at each evaluated step (mean over seeds), and in "
+          "brackets the mean optimizer updates taken by then:\n")
+    print("| arm | " + " | ".join(f"step {s}" for s in steps) + " |")
+    print("|---|" + "---|" * len(steps))
+    for arm in ARMS:
+        if arm not in points:
+            continue
+        n = sum(r["arm"] == arm for r in runs.values())
+        cells = []
+        for step in steps:
+            at = points[arm].get(step, [])
+            cell = (f"{statistics.fmean(v for _, v in at):.3f} ({statistics.fmean(u for u, _ in at):.1f})"
+                    if at else "-")
+            cells.append(cell + (f", {len(at)} of {n} seeds" if at and len(at) < n else ""))
+        print(f"| {arm} | " + " | ".join(cells) + " |")
 
 
 def _decisions(runs: dict) -> None:
@@ -309,7 +336,8 @@ def _equal_updates_regression(runs: dict) -> None:
 
 
 def _plot(runs: dict, path: Path) -> None:
-    """avg@4 on the 32-prompt subset against steps, samples and optimizer updates, mean over seeds per arm."""
+    """avg@4 on the 32-prompt subset against steps, samples and optimizer updates, mean over seeds per arm (a
+    point only where every seed of the arm has one: runs that stop early end the line)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -331,7 +359,9 @@ def _plot(runs: dict, path: Path) -> None:
                             points.setdefault(i, []).append((point[x_index], point[3]))
                 xs = [statistics.fmean(p[0] for p in v) for _, v in sorted(points.items()) if len(v) == len(curves)]
                 ys = [statistics.fmean(p[1] for p in v) for _, v in sorted(points.items()) if len(v) == len(curves)]
-                ax.plot(xs, ys, marker="o", label=f"{arm} ({len(curves)} seeds)")
+                # grpo-updates is grpo continued past step 20 on the same seed: dotted, so that grpo shows under it
+                style = {"linestyle": ":", "marker": "s"} if arm == "grpo-updates" else {"marker": "o"}
+                ax.plot(xs, ys, **style, label=f"{arm} ({len(curves)} seeds)")
             ax.set_xlabel(x_name)
             ax.set_title(f"block {block}: avg@4 on 32 held-out prompts")
             ax.grid(alpha=0.3)
@@ -455,7 +485,7 @@ def main() -> None:
     r = sub.add_parser("tables")
     r.add_argument("--out", default="runs/study3")
     r.add_argument("--keep", default="experiments/results/study3", help="where the gzipped logs go ('' : nowhere)")
-    r.add_argument("--plot", default="docs/images/study3_curves.png", help="the curve plot ('' : none)")
+    r.add_argument("--plot", default="docs/img/study3_curves.png", help="the curve plot ('' : none)")
     for command in ("simulate", "sim-tables"):
         sub.add_parser(command).add_argument("--raw", default="experiments/results/study3/sim_raw.jsonl.gz")
     args = parser.parse_args()
