@@ -58,7 +58,7 @@ from pathlib import Path
 from study import CLI, ENV, run_name, train_one
 from study2 import TRAIN2, _interval, _keep, _restore
 
-from grposcope.reports.regression import fit_line, mean_t_interval, regularized_beta
+from grposcope.reports.regression import Fit, fit_line, mean_t_interval, regularized_beta, t_quantile
 
 SEEDS = tuple(range(110, 120))
 EVAL_K = 4
@@ -320,6 +320,15 @@ def _decisions(runs: dict) -> None:
               + f" | {_interval(values)} | {p:.3g} | {verdict} (Holm over {len(rows)}) |")
 
 
+def intercept_interval(x: list[float], y: list[float]) -> tuple[Fit, float]:
+    """The least-squares line of y on x and the half-width of its intercept's 95% t interval (n - 2 df)."""
+    fit = fit_line(x, y)
+    mx = statistics.fmean(x)
+    sxx = sum((v - mx) ** 2 for v in x)
+    s2 = sum((b - fit.predict(a)) ** 2 for a, b in zip(x, y)) / (len(x) - 2)
+    return fit, t_quantile(0.975, len(x) - 2) * math.sqrt(s2 * (1 / len(x) + mx * mx / sxx))
+
+
 def _equal_updates_regression(runs: dict) -> None:
     pairs = [(runs[run_name("avspo", s)], runs[run_name("grpo", s)]) for s in SEEDS
              if run_name("avspo", s) in runs and run_name("grpo", s) in runs]
@@ -329,10 +338,11 @@ def _equal_updates_regression(runs: dict) -> None:
     diff = [a["avg@4"] - g["avg@4"] for a, g in pairs]
     if len(set(extra)) < 2:
         return
-    fit = fit_line(extra, diff)
-    print(f"\navspo - grpo (equal samples) regressed on avspo's extra updates, over {len(pairs)} seeds: "
-          f"difference = {fit.intercept:+.4f} {fit.slope:+.4f} x extra updates (r = {fit.r:+.3f}); the intercept "
-          "is the difference at equal updates")
+    fit, half = intercept_interval(extra, diff)
+    print(f"\navspo - grpo (equal samples) regressed on avspo's extra updates (per seed: "
+          f"{', '.join(f'{x:+d}' for x in extra)}), over {len(pairs)} seeds: difference = {fit.intercept:+.4f} "
+          f"(95% t +- {half:.4f}) {fit.slope:+.4f} x extra updates (r = {fit.r:+.3f}); the intercept is the "
+          "difference at equal updates")
 
 
 def _plot(runs: dict, path: Path) -> None:
