@@ -12,7 +12,7 @@ import json
 import statistics
 from pathlib import Path
 
-from study3 import holm, intercept_interval, paired_t
+from study3 import holm, intercept_se, paired_t
 
 from grposcope.reports.regression import fit_line, t_quantile
 
@@ -70,10 +70,10 @@ def main() -> None:
     for (a, b), (mean, half, p), yes in zip(SECONDARY, tests, holm([t[2] for t in tests])):
         print(f"| {a} - {b} | {budget(a, b)} | {mean:+.3f} +- {half:.3f} | {p:.3g} | {'yes' if yes else 'no'} |")
     extra = [runs[("avspo", s)]["updates"] - runs[("grpo", s)]["updates"] for s in SEEDS]
-    fit, half = intercept_interval(extra, diffs("avspo", "grpo"))
+    fit, se = intercept_se(extra, diffs("avspo", "grpo"))
     print(f"\navspo - grpo regressed on avspo's extra updates (per seed: {', '.join(f'{x:+d}' for x in extra)}): "
-          f"difference = {fit.intercept:+.4f} (SE {half / t_quantile(0.975, len(extra) - 2):.4f}; 95% t +- "
-          f"{half:.4f}) {fit.slope:+.4f} x extra updates, "
+          f"difference = {fit.intercept:+.4f} (SE {se:.4f}; 95% t +- "
+          f"{t_quantile(0.975, len(extra) - 2) * se:.4f}) {fit.slope:+.4f} x extra updates, "
           f"r = {fit.r:+.3f}; the intercept is the difference at equal updates")
     within = [(runs[(a, s)]["updates"], runs[(a, s)]["avg@4"]) for a in ARMS for s in SEEDS]
     centred_x, centred_y = [], []

@@ -320,13 +320,14 @@ def _decisions(runs: dict) -> None:
               + f" | {_interval(values)} | {p:.3g} | {verdict} (Holm over {len(rows)}) |")
 
 
-def intercept_interval(x: list[float], y: list[float]) -> tuple[Fit, float]:
-    """The least-squares line of y on x and the half-width of its intercept's 95% t interval (n - 2 df)."""
+def intercept_se(x: list[float], y: list[float]) -> tuple[Fit, float]:
+    """The least-squares line of y on x and its intercept's standard error (n - 2 df: times
+    t_quantile(0.975, n - 2) for the 95% t half-width)."""
     fit = fit_line(x, y)
     mx = statistics.fmean(x)
     sxx = sum((v - mx) ** 2 for v in x)
     s2 = sum((b - fit.predict(a)) ** 2 for a, b in zip(x, y)) / (len(x) - 2)
-    return fit, t_quantile(0.975, len(x) - 2) * math.sqrt(s2 * (1 / len(x) + mx * mx / sxx))
+    return fit, math.sqrt(s2 * (1 / len(x) + mx * mx / sxx))
 
 
 def _equal_updates_regression(runs: dict) -> None:
@@ -338,7 +339,8 @@ def _equal_updates_regression(runs: dict) -> None:
     diff = [a["avg@4"] - g["avg@4"] for a, g in pairs]
     if len(set(extra)) < 2:
         return
-    fit, half = intercept_interval(extra, diff)
+    fit, se = intercept_se(extra, diff)
+    half = t_quantile(0.975, len(extra) - 2) * se
     print(f"\navspo - grpo (equal samples) regressed on avspo's extra updates (per seed: "
           f"{', '.join(f'{x:+d}' for x in extra)}), over {len(pairs)} seeds: difference = {fit.intercept:+.4f} "
           f"(95% t +- {half:.4f}) {fit.slope:+.4f} x extra updates (r = {fit.r:+.3f}); the intercept is the "
