@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 from grposcope.diagnose import diagnose
-from grposcope.reports.runs import load_run
+from grposcope.runs import load_run
 
 # rldoctor's demo -> the grposcope detector that names its failure (none: the healthy demo)
 DEMOS = {"healthy": None, "entropy_collapse": "entropy_collapse", "saturated_groups": "advantage_collapse",

@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from scenario_runs import CANNOT_CARRY, DETECTORS, FORMATS, SCENARIOS, expected_for, log_file, make, write  # noqa: E402
 
 from grposcope.diagnose import diagnose  # noqa: E402
-from grposcope.reports.runs import load_run  # noqa: E402
+from grposcope.runs import load_run  # noqa: E402
 
 RLDOCTOR_EXE = "/tmp/rldoctor-venv/bin/rl-doctor"
 # rldoctor's detector -> grposcope's detectors it covers

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from scenarios import FORMATS, SCENARIOS, make, write  # noqa: E402
 
 from grposcope.diagnose import DETECTORS, diagnose  # noqa: E402
-from grposcope.reports.runs import load_run  # noqa: E402
+from grposcope.runs import load_run  # noqa: E402
 
 # The shared categories: rldoctor's nine detectors, grposcope's eleven mapped onto them (both length detectors are
 # rldoctor's length_pathology; no_signal_steps has no counterpart there and is left out of the comparison).

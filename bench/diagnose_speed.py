@@ -35,7 +35,7 @@ CHILD = """
 import json, resource, sys, time
 t0 = time.perf_counter()
 from grposcope.diagnose import diagnose
-from grposcope.reports.runs import load_run
+from grposcope.runs import load_run
 t1 = time.perf_counter()
 rss_imports = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 run = load_run(sys.argv[1])

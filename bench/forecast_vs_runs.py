@@ -23,7 +23,7 @@ import math
 from pathlib import Path
 
 from grposcope.logging.jsonl import read_metrics
-from grposcope.reports.runs import load_run
+from grposcope.runs import load_run
 
 
 def measured(runs: list[Path], steps: int) -> tuple[int, dict[str, tuple[float, float]]]:

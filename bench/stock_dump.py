@@ -23,7 +23,7 @@ from pathlib import Path
 CHILD = """
 import resource, sys, time
 t0 = time.perf_counter()
-from grposcope.reports.runs import load_run
+from grposcope.runs import load_run
 from grposcope.reports.figures import run_figures
 if sys.argv[1] != "import-only":
     run = load_run(sys.argv[1])

@@ -15,7 +15,7 @@ import pytest
 from scenario_runs import FORMATS, HEALTHY, SCENARIOS, expected_for, frac, make, write
 
 from grposcope.diagnose import diagnose
-from grposcope.reports.runs import load_run
+from grposcope.runs import load_run
 
 SEED = int(os.environ.get("GRPOSCOPE_SCENARIO_SEED", "7"))
 TESTED_FORMATS = ("trainer_state", "tensorboard", "verl", "wandb-export", "csv")

@@ -52,7 +52,7 @@ def test_integrations_md_what_runs_where_matches_the_registrations():
 
 
 def test_metrics_md_names_table_is_the_catalogues():
-    from grposcope.diagnose.catalogue import names_table
+    from grposcope.runs.catalogue import names_table
 
     text = (DOCS / "metrics.md").read_text()
     table = text.split("<!-- names-table:start -->\n", 1)[1].split("\n<!-- names-table:end -->", 1)[0]

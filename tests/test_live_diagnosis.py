@@ -132,7 +132,7 @@ def test_a_step_logged_again_merges_and_spellings_resolve_as_the_readers_do():
     import numpy as np
     import torch
 
-    from grposcope.reports.logs import Collector
+    from grposcope.runs.collect import Collector
 
     records = [(1, {"reward": 0.25, "frac_reward_zero_std": 0.5, "my_metric": 3, "epoch": 0.1, "note": "text",
                     "step": 1}),
@@ -206,7 +206,7 @@ def test_a_stock_trl_run_with_the_callback(tmp_path, caplog):
 
     from grposcope.diagnose import diagnose
     from grposcope.integrations.trl_callback import DiagnoseCallback
-    from grposcope.reports.runs import load_run
+    from grposcope.runs import load_run
 
     out, callback = tmp_path / "out", DiagnoseCallback(every=2)
     with caplog.at_level(logging.WARNING, logger="grposcope"):
@@ -253,7 +253,7 @@ def test_the_fixture_is_a_stock_trl_runs_own_log():
     pytest.importorskip("tensorboard")
     from make_trl_fixture import FIXTURE, STEPS
 
-    from grposcope.reports.runs import load_run, run_kind
+    from grposcope.runs import load_run, run_kind
 
     assert run_kind(FIXTURE) == "trl" and run_kind(FIXTURE / "runs") == "tensorboard"
     state, events = load_run(FIXTURE / "trainer_state.json"), load_run(FIXTURE / "runs")

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from grposcope.reports.runs import load_run, run_kind
+from grposcope.runs import load_run, run_kind
 
 pytest.importorskip("tensorboard")
 
@@ -151,7 +151,7 @@ def wait_for_wandb(path, seconds: float = 30.0) -> None:
     only the 7-byte header right after finish()); wait for the run's exit record."""
     from wandb.proto import wandb_internal_pb2 as pb
 
-    from grposcope.reports.log_formats import wandb_payloads
+    from grposcope.runs.formats.wandb import wandb_payloads
 
     end = time.monotonic() + seconds
     while time.monotonic() < end:
@@ -273,7 +273,9 @@ def test_a_jsonl_with_every_kind_of_bad_value_keeps_the_good_data(tmp_path):
     grad = run.values("grad_norm")  # kept as logged: the gradient detector tells NaN from not logged
     assert grad[0] == 1.0 and math.isnan(grad[1]) and grad[3] == math.inf and math.isnan(grad[2])
     assert run.nonfinite == {"grad_norm": [2, 4]} and run.values("kl/mean")[:2] == [0.125, 1.0]
-    assert run.unknown == {"train/flag": 1} and run.series["train/flag"][3] == 0.0
+    # a true/false column the catalogue does not know is metadata: one note, no series, not an unknown metric
+    assert run.unknown == {} and "train/flag" not in run.series
+    assert [n for n in run.notes if "train/flag" in n and "metadata" in n]
     assert run.values("loss/policy")[2] == 0.5
     expected = ["line 6 is a half-written last line", "1 record(s) repeat a step", "steps go backwards 1 time(s)",
                 "reward/mean holds 1 value(s) that are not numbers (the first: 'oops' at step 2)",

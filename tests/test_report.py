@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from grposcope.cli import app
 from grposcope.reports.figures import no_signal_spans, run_figures
-from grposcope.reports.runs import load_run
+from grposcope.runs import load_run
 
 FIXTURES = Path(__file__).parent / "fixtures" / "runs"
 GRPOSCOPE_KEYS = ("collapse/", "sampler/", "avspo/", "alarm/", "reward/none_frac")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from grposcope.cli import app
-from grposcope.reports.runs import load_run
+from grposcope.runs import load_run
 
 FIXTURES = Path(__file__).parent / "fixtures" / "runs"
 

@@ -9,7 +9,7 @@ import pytest
 from scenarios import FORMATS, SCENARIOS, make, write
 
 from grposcope.diagnose import diagnose
-from grposcope.reports.runs import load_run
+from grposcope.runs import load_run
 
 SEED = 20
 # What a format cannot show: verl logs no zero-std share, and from the mean reward alone the collapse share is a

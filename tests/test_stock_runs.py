@@ -25,7 +25,7 @@ from conftest import make_tiny_llama, make_tiny_tokenizer  # noqa: E402
 from grposcope.cli import app  # noqa: E402
 from grposcope.reports.figures import run_figures  # noqa: E402
 from grposcope.reports.render import STEP_COLUMNS  # noqa: E402
-from grposcope.reports.runs import ReadOptions, load_run, run_kind  # noqa: E402
+from grposcope.runs import ReadOptions, load_run, run_kind  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures" / "runs"
 G = 4

@@ -7,7 +7,7 @@ import json
 from typer.testing import CliRunner
 
 from grposcope.cli import app
-from grposcope.reports.runs import load_run
+from grposcope.runs import load_run
 from grposcope.sweep import Point, grid
 
 SIM = ["--backend", "simulate", "--prompts", "200", "--batch_size", "16", "--features", "4"]

@@ -12,7 +12,7 @@ import pytest
 tracking = pytest.importorskip("verl.utils.tracking", reason="needs verl 0.9.1: bash scripts/test_verl.sh")
 
 from grposcope.diagnose import diagnose  # noqa: E402
-from grposcope.reports.runs import load_run, run_kind  # noqa: E402
+from grposcope.runs import load_run, run_kind  # noqa: E402
 
 STEPS = 40
 

@@ -14,7 +14,7 @@ import pytest
 ray_trainer = pytest.importorskip("verl.trainer.ppo.ray_trainer", reason="needs verl 0.9.1: bash scripts/test_verl.sh")
 tracking = pytest.importorskip("verl.utils.tracking")
 
-from grposcope.reports.runs import load_run, run_kind  # noqa: E402
+from grposcope.runs import load_run, run_kind  # noqa: E402
 
 # (prompt, scores) per group. Step 1: A all-correct, B all-wrong, C mixed with 3 rows (uneven), D partial
 # credit 0.3 on every row (collapsed, all-wrong under the threshold 0.5). Step 2: A mixed with 5 rows, B

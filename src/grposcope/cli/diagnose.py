@@ -74,7 +74,7 @@ def diagnose_command(
             raise ValueError(f"--gpu_hour_cost must be a number >= 0, got {gpu_hour_cost}")
         options = Options(entropy_floor, kl_bound, None, num_generations, max_completion_length, max_steps, gpus,
                           gpu_hour_cost)
-        from ..reports.runs import load_run
+        from ..runs.load import load_run
 
         paths, _ = readable(runs, expand_runs)
         named = dict(zip(paths, run_names(paths)))
@@ -103,7 +103,7 @@ def diagnose_command(
 def _list(detectors) -> None:
     from rich.table import Table
 
-    from ..diagnose.catalogue import CATALOGUE
+    from ..runs.catalogue import CATALOGUE
 
     table = Table(title="grposcope diagnose: detectors")
     for column in ("detector", "catches", "reads", "fix (grposcope)"):

@@ -12,7 +12,7 @@ import typer
 from ..eval_settings import MAX_SEED
 from ..files import check_writable
 from ..logging.jsonl import json_safe
-from ..reports.file_kinds import unreadable
+from ..runs.file_kinds import unreadable
 from ..reports.forecast import ALL, RULE, STAGNATION_ACR
 from ..reports.forecast_plot import plot_forecast
 from ..reports.plots import pyplot

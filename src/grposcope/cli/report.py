@@ -10,7 +10,7 @@ from typing import Any, List, Optional
 import typer
 
 from ..files import check_writable
-from ..reports.file_kinds import unreadable
+from ..runs.file_kinds import unreadable
 from ..terminal import terminal_safe
 from .app import USER_ERRORS, _console_logging, app, fail, wide_console
 
@@ -58,7 +58,7 @@ def report_command(
         paths, again = unique_runs(paths)
         check_out(out, overwrite)
         from ..reports.render import build_report
-        from ..reports.runs import ReadOptions, load_run
+        from ..runs.load import ReadOptions, load_run
 
         options = ReadOptions(success_threshold, entropy_floor, kl_bound)
         named = dict(zip(paths, run_names(paths)))
@@ -103,7 +103,7 @@ def check_bounds(**bounds: float) -> None:
 
 
 def is_run(path: Path) -> bool:
-    from ..reports.runs import run_kind
+    from ..runs.load import run_kind
 
     return run_kind(path) is not None
 

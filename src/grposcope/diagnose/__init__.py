@@ -1,19 +1,19 @@
 """grposcope.diagnose: findings from what a run logged (scalar logs, rollouts where there are any).
 
     from grposcope.diagnose import diagnose, Options
-    from grposcope.reports.runs import load_run      # any log format -> Run
+    from grposcope.runs import load_run      # any log format -> Run
     d = diagnose(load_run("trl_out/"))
     for f in d.findings: print(f.severity, f.detector, f.step, f.title)
 
-Layers: pure numpy/scipy over the Run record (runlog.py); imports nothing above core. The catalogue
-(catalogue.py) names every metric; the detectors (detectors/) and the cost (cost.py) read those names.
+Layers: pure numpy/scipy over the Run record (runs/record.py); imports nothing above runs. The catalogue
+(runs/catalogue.py) names every metric; the detectors (detectors/) and the cost (cost.py) read those names.
 """
 
-from .catalogue import CATALOGUE, resolve
+from ..runs.catalogue import CATALOGUE, resolve
 from .detectors import DETECTORS
 from .engine import Diagnosis, Options, diagnose
 from .findings import SEVERITIES, Finding, Fix
-from .runlog import Run
+from ..runs.record import Run
 
 __all__ = ["CATALOGUE", "DETECTORS", "SEVERITIES", "Diagnosis", "Finding", "Fix", "Options", "Run", "diagnose",
            "resolve"]

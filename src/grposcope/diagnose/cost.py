@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import catalogue as c
+from ..runs import catalogue as c
 
 if TYPE_CHECKING:
     from .engine import View

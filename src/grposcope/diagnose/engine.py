@@ -14,7 +14,7 @@ import numpy as np
 from .cost import Cost, run_cost
 from .detectors import DETECTORS, Detector
 from .findings import Finding, rank
-from .runlog import Run
+from ..runs.record import Run
 from .stats import finite
 
 

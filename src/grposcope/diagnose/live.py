@@ -18,18 +18,15 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from ..files import write_text_atomic
 from ..logging.jsonl import json_safe
-from .catalogue import resolve
+from ..runs.catalogue import resolve
+from ..runs.collect import NOT_METRICS, UNKNOWN_RANK
 from .engine import Diagnosis, Options, diagnose
 from .findings import Finding, rank
-from .runlog import Run
+from ..runs.record import Run
 
 logger = logging.getLogger("grposcope")
 FINDINGS_FILE = "findings.json"
 FIX_HOSTS = ("grposcope", "trl", "verl")  # Fix's fields: the option names a said finding's fix line uses
-# keys that are not metrics: the step counters and clocks the log readers skip too (reports/logs.py)
-NOT_METRICS = frozenset(("step", "global_step", "train/global_step", "trainer/global_step", "_step", "iteration",
-                         "time", "_timestamp", "_runtime", "epoch", "train/epoch"))
-UNKNOWN_RANK = 99  # a key the catalogue does not know: any spelling it knows is preferred
 
 
 def finding_key(f: Finding) -> str:

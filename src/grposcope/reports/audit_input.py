@@ -105,8 +105,8 @@ def _last_steps_of(records: list[tuple[int, dict]], steps: int, path: Path) -> l
 def _stock_pairs(folder: Path, answer_column: str | None, steps: int | None) -> list[AuditPair]:
     """The pairs of a stock TRL output folder (answers in `answer_column`) or a verl rollout dump (answers in
     `gts`), grouped by (step, prompt); the rollouts without a reference answer left out with a warning."""
-    from .rollouts import iter_trl_rows, iter_verl_rows, plural, trl_files, verl_files
-    from .runs import run_kind
+    from ..runs.rollouts import iter_trl_rows, iter_verl_rows, plural, trl_files, verl_files
+    from ..runs.load import run_kind
 
     kind = run_kind(folder)
     if kind == "trl":
@@ -155,7 +155,7 @@ def _last_files(files: list[tuple[int, Path]], steps: int | None) -> set[int] | 
 
 def _no_answer_column(folder: Path, path: Path) -> str:
     """The error for a TRL folder given without --answer_column, naming the columns there are to choose from."""
-    from .rollouts import _parquet
+    from ..runs.rollouts import _parquet
 
     columns = _parquet().read_schema(path).names
     return (f"{folder} is a stock TRL output folder: pass --answer_column NAME, the column of its "

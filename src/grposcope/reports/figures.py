@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .runs import ACR_100_STEPS, Run
+from ..runs.engine_runs import ACR_100_STEPS
+from ..runs.record import Run
 
 ALARMS = ("alarm/stagnation", "alarm/entropy_collapse", "alarm/kl_drift", "alarm/no_signal")
 

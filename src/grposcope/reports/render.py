@@ -15,7 +15,7 @@ from ..files import atomic_output, write_text_atomic
 from ..logging.console import format_eta
 from .figures import RunFigures, run_figures
 from .regression import Fit, fit_line
-from .runs import Run
+from ..runs.record import Run
 
 COLUMNS = ("run", "source", "steps", "final acc.", "best acc.", "mean ACR", "acr_100", "mean acr_post",
            "alarms (first step)", "samples gen.", "tokens gen.", "wall time")

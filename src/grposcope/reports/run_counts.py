@@ -14,8 +14,8 @@ from typing import Any
 def counts_from_run(run: Path, steps: int, threshold: float | None) -> tuple[str, list, list[str], dict | None]:
     """(source, counts, notes, measured) of a run's folder: a grposcope run's completions.jsonl, else a stock
     TRL or verl run's rollout files."""
-    from .file_kinds import check_file
-    from .runs import run_kind
+    from ..runs.file_kinds import check_file
+    from ..runs.load import run_kind
 
     if not run.is_dir():
         raise FileNotFoundError(f"--from_run {run} is not a folder; give a run's output_dir")
@@ -33,8 +33,8 @@ def counts_from_run(run: Path, steps: int, threshold: float | None) -> tuple[str
 def _from_grposcope_run(run: Path, steps: int, threshold: float) -> tuple[str, list, list[str], dict | None]:
     """(k, successes) per (step, prompt) group of the run's first logged steps, with what to keep in mind."""
     from ..logging.completions import read_completions
-    from .file_kinds import read_utf8_log
-    from .metric_columns import read_metric_columns
+    from ..runs.file_kinds import read_utf8_log
+    from ..runs.metric_columns import read_metric_columns
 
     path = run / "completions.jsonl"
     groups = history_groups(read_utf8_log(read_completions, path), steps, threshold)
@@ -78,8 +78,8 @@ def _from_stock_run(folder: Path, kind: str, steps: int, threshold: float | None
                     ) -> tuple[str, list, list[str], dict | None]:
     """(k, successes) per (step, prompt) group of the last `steps` steps a stock TRL or verl run wrote
     rollouts for, the ACR those groups had, and what to keep in mind."""
-    from .engine_runs import success_threshold
-    from .rollouts import plural, step_span
+    from ..runs.engine_runs import success_threshold
+    from ..runs.rollouts import plural, step_span
 
     rollouts = _last_rollouts(folder, kind, steps)
     low, high = rollouts.reward_range()
@@ -111,8 +111,8 @@ def _last_rollouts(folder: Path, kind: str, steps: int) -> Any:
     """The rollouts of the last `steps` steps that have any. The last `steps` files are read first, and twice
     as many while some cannot serve (a file still being written, TRL's repeats of one generation batch):
     a long run's dump is never read whole for a few steps."""
-    from .rollouts import read_trl, read_verl, trl_files, verl_files
-    from .runs import trl_reward_names
+    from ..runs.rollouts import read_trl, read_verl, trl_files, verl_files
+    from ..runs.formats.trl import trl_reward_names
 
     names, state_notes = None, []
     if kind == "trl":
@@ -141,7 +141,7 @@ def _last_rollouts(folder: Path, kind: str, steps: int) -> Any:
 def _step_acrs(rollouts: Any, threshold: float) -> list[float]:
     """Each step's collapse/acr, as grposcope report computes it from the same groups."""
     from ..core.diagnostics import collapse_metrics
-    from .engine_runs import step_rewards
+    from ..runs.engine_runs import step_rewards
 
     return [collapse_metrics(step_rewards(step), threshold)["collapse/acr"] for step in rollouts.steps]
 

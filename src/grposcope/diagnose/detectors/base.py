@@ -23,7 +23,7 @@ class Detector:
 
     def missing(self, view: "View") -> str:
         """'' when the run logged what this detector needs; else what it lacks, in TRL's and verl's names."""
-        from ..catalogue import CATALOGUE
+        from ...runs.catalogue import CATALOGUE
 
         lacking = [group for group in self.needs if not any(view.has(n, self.least) for n in group)]
         if not lacking:
@@ -66,7 +66,7 @@ def alarm_rules(view: "View"):
 def alarm_steps(view: "View", name: str) -> list[int]:
     """The steps on which alarm `name` is on when the run's log is replayed through the alarms' rules."""
     from ...core.alarms import replay
-    from .. import catalogue as c
+    from ...runs import catalogue as c
     from ..cost import no_signal_mask
 
     run = view.run

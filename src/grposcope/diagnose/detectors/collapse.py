@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import catalogue as c
+from ...runs import catalogue as c
 from .. import stats
 from ..cost import no_signal_mask
 from ..findings import ACR_PAPER, DAPO, REINFORCE_ADA, SEVERITIES, Fix

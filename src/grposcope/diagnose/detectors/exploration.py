@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import catalogue as c
+from ...runs import catalogue as c
 from .. import stats
 from ..findings import DAPO, ENTROPY_MECHANISM, OVEROPTIMIZATION, PPO, SUMMARIZE, Fix
 from .base import Detector, alarm_rules, alarm_steps, p_text, register

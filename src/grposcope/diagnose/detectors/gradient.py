@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from .. import catalogue as c
+from ...runs import catalogue as c
 from .. import stats
 from ..findings import EXPLODING_GRADIENTS, Fix
 from .base import Detector, register, spans

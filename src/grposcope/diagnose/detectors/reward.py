@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import catalogue as c
+from ...runs import catalogue as c
 from .. import stats
 from ..findings import DEEPSEEK_R1, OVEROPTIMIZATION, Fix
 from .base import Detector, p_text, register

@@ -168,10 +168,79 @@ OWN_FAMILIES = ("collapse/", "alarm/", "avspo/", "sampler/", "perf/", "loss/", "
                 "update/", "reward/", "prompt/", "optimizer/", "kl/", "entropy/", "completion/", "eval/accuracy")
 
 
+# Plain spellings of hand-written loops and exports (seen in the real-run corpus, tests/fixtures/real_runs), as
+# `normalise` leaves them: read when no engine's name matches. Not here on purpose: `approx_kl` (PPO's KL between
+# the old and the new policy, not to the reference) and `return`/`advantage` (not the reward's scale).
+PLAIN: dict[str, str] = {
+    **dict.fromkeys(("reward", "rewards", "mean_reward", "avg_reward", "average_reward", "reward_avg",
+                     "train_reward", "score", "scores", "mean_score", "avg_score"), REWARD),
+    **dict.fromkeys(("reward_std", "std_reward", "rewards_std", "score_std"), REWARD_STD),
+    **dict.fromkeys(("entropy", "policy_entropy", "token_entropy", "ent"), ENTROPY),
+    **dict.fromkeys(("kl", "kl_div", "kl_divergence", "kl_ref", "ref_kl", "kl_loss"), KL),
+    **dict.fromkeys(("completion_length", "completion_len", "response_length", "response_len", "gen_len",
+                     "generation_length", "mean_length", "length", "completions_length", "output_length"), LENGTH),
+    **dict.fromkeys(("truncation_rate", "truncated_frac", "truncated_ratio", "truncation_frac", "clipped_ratio",
+                     "frac_truncated", "truncated"), TRUNCATED),
+    **dict.fromkeys(("clip_fraction", "clip_frac", "clipfrac", "pg_clipfrac", "clipped_frac", "ratio_clip_frac"),
+                    CLIP),
+    **dict.fromkeys(("zero_advantage_fraction", "zero_adv_frac", "frac_zero_std", "zero_std_frac",
+                     "frac_reward_zero_std", "zero_std_ratio", "frac_zero_advantage", "collapsed_frac"), ACR),
+    **dict.fromkeys(("skipped", "skip", "skipped_step", "skipped_update", "no_update", "update_skipped"),
+                    SKIPPED_NO_SIGNAL),
+    **dict.fromkeys(("grad_norm", "gradient_norm", "grad_l2_norm", "total_grad_norm"), GRAD_NORM),
+    **dict.fromkeys(("loss", "policy_loss", "pg_loss", "actor_loss"), LOSS),
+    **dict.fromkeys(("lr", "learning_rate", "actor_lr"), LEARNING_RATE),
+    **dict.fromkeys(("step_time", "time_per_step", "step_s", "iter_time"), STEP_S),
+}
+# the held-out score: one of these prefixes and one of these names (eval_accuracy, val/acc, test_reward_mean)
+_HELD_OUT_PREFIXES = ("eval", "val", "valid", "validation", "test", "heldout", "held_out")
+_HELD_OUT_NAMES = ("accuracy", "acc", "score", "reward", "mean_reward", "correct", "pass_at_1", "pass@1",
+                   "success_rate", "solve_rate")
+# what loggers put around a name: a section before it, a statistic after it
+_SECTIONS = ("train/", "training/", "actor/", "critic/", "rollout/", "rollouts/", "policy/", "metrics/", "charts/",
+             "objective/", "env/", "ppo/", "grpo/")
+_STATISTICS = ("/mean", "_mean", "/avg", "_avg", "/average")
+
+
+def normalise(key: str) -> str:
+    """A key as `PLAIN` spells it: lower case, `-`, `.` and spaces as `_`, a logger's section prefix and a
+    `mean` suffix dropped. `Train/Policy-Entropy_Mean` -> `policy_entropy`."""
+    out = "_".join(key.strip().lower().replace("-", "_").replace(".", "_").split())
+    for section in _SECTIONS:
+        if out.startswith(section) and len(out) > len(section):
+            out = out[len(section):]
+            break
+    for statistic in _STATISTICS:
+        if out.endswith(statistic) and len(out) > len(statistic):
+            return out[:-len(statistic)]
+    return out
+
+
 @lru_cache(maxsize=65536)  # a log repeats its keys on every step: each is resolved once
 def resolve(key: str) -> tuple[str, int] | None:
     """The canonical name of a logged key and its rank among that name's spellings, or None when no entry knows
-    it. `rewards/accuracy/mean` -> (`reward/accuracy/mean`, 1); `train/frac_reward_zero_std` -> (`collapse/acr`, 1)."""
+    it. `rewards/accuracy/mean` -> (`reward/accuracy/mean`, 1); `train/frac_reward_zero_std` -> (`collapse/acr`, 1);
+    a plain spelling after the engines' (`mean_reward` -> (`reward/mean`, 70)), see `by_engine_name`."""
+    found = _engine_name(key)
+    if found is not None:
+        return found
+    plain = normalise(key)
+    if plain in PLAIN:
+        return PLAIN[plain], 70
+    head, _, rest = plain.replace("/", "_", 1).partition("_")
+    if head in _HELD_OUT_PREFIXES and normalise(rest) in _HELD_OUT_NAMES:
+        return EVAL, 80
+    return None
+
+
+def by_engine_name(key: str) -> bool:
+    """Whether `key` is a name TRL, verl, transformers or grposcope log (else it was read by its plain spelling,
+    which the output says: "read mean_reward as reward/mean")."""
+    return _engine_name(key) is not None
+
+
+@lru_cache(maxsize=65536)
+def _engine_name(key: str) -> tuple[str, int] | None:
     for candidate in _candidates(key):
         if candidate in _EXACT:
             return _EXACT[candidate]

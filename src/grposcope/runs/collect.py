@@ -1,15 +1,11 @@
-"""Scalar logs that grposcope did not write, read into a Run: any JSONL or CSV of step metrics (W&B history
-exports among them), verl's file logger, and through log_formats.py TensorBoard event folders and W&B offline
-runs. (grposcope's metrics.jsonl and TRL's trainer_state.json are read in runs.py.) Every reader resolves its keys
-through the catalogue; a key it does not know keeps its spelling and is counted in `run.unknown`.
-
-- Generic JSONL / CSV: one object or row per step, the step in `step`, `global_step`, `train/global_step`,
-  `trainer/global_step`, `_step` or `iteration` (the first present of these, in that order).
-- verl's file logger (`trainer.logger=[..., 'file']`): `{"step": s, "data": {metric: value}}` lines.
+"""What every reader of step records shares: the step column found by content, and `Collector`, which turns step
+records into a Run's columns (keys through the catalogue, bad values one line per column, never per value).
 
 Streaming: a file is read record by record (a line, a CSV row, an event, a W&B record); what is kept is one
-number per logged step and metric (`Collector`). A bad record or value costs one problem line per file and kind
-of fault, naming the file, never the rest of the file.
+number per logged step and metric. A bad record or value costs one problem line per file and kind of fault,
+naming the file, never the rest of the file. A column of text or of true/false is metadata (a run name, a
+`done` flag): one note for all such columns, not a problem; a true/false column the catalogue knows (a
+`skipped` flag: a step without an update) is read as 0/1.
 """
 
 from __future__ import annotations
@@ -19,16 +15,49 @@ import json
 import math
 from collections import Counter
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
-from ..diagnose.catalogue import resolve
-from ..diagnose.live import NOT_METRICS, UNKNOWN_RANK
-from ..diagnose.runlog import Run
+from .catalogue import SKIPPED_NO_SIGNAL, by_engine_name, resolve
+from .record import Run
 
-# the optimizer step, most specific first: W&B's own `_step` counts log calls, which transformers makes several of
-# per optimizer step (train and eval), so its `train/global_step` is preferred
-STEP_KEYS = ("step", "global_step", "train/global_step", "trainer/global_step", "_step", "iteration")
+# The step column, most specific first: W&B's own `_step` counts log calls, which transformers makes several of
+# per optimizer step (train and eval), so its `train/global_step` is preferred. Matched after `normalise`-like
+# folding of case and separators (`Step`, `Global-Step`), so `iteration`, `iter`, `update` of hand-written loops
+# count too; `--step_key` names any other.
+STEP_KEYS = ("step", "global_step", "train/global_step", "trainer/global_step", "_step", "iteration", "iter",
+             "update", "updates", "train_step", "training_step", "optimizer_step", "steps", "it", "epoch_step")
+# keys that are not metrics: the step counters and clocks (the live diagnosis skips them too)
+NOT_METRICS = frozenset(("step", "global_step", "train/global_step", "trainer/global_step", "_step", "iteration",
+                         "time", "_timestamp", "_runtime", "epoch", "train/epoch", "timestamp", "wall_time"))
 SKIPPED = NOT_METRICS | {"training/global_step", "training/epoch"}  # verl's counters ride in its data too
+UNKNOWN_RANK = 99  # a key the catalogue does not know: any spelling it knows is preferred
+MAPPED_RANK = -1  # a key the user mapped (--map KEY=METRIC) wins over every spelling in its record
+
+
+def _fold(key: str) -> str:
+    return "_".join(key.strip().lower().replace("-", "_").split())
+
+
+_FOLDED_STEPS = {_fold(k): i for i, k in enumerate(STEP_KEYS)}
+
+
+def step_column(keys: Iterator[str] | list[str], given: str | None = None) -> str | None:
+    """The step column among `keys`: `given` (`--step_key`) if present, else the first of STEP_KEYS by rank,
+    matched with case and separators folded. None when there is none."""
+    keys = list(keys)
+    if given is not None:
+        return given if given in keys else None
+    ranked = sorted((_FOLDED_STEPS[_fold(k)], k) for k in keys if _fold(k) in _FOLDED_STEPS)
+    return ranked[0][1] if ranked else None
+
+
+def no_step_column(path: Path, keys: list[str], given: str | None) -> ValueError:
+    """The error of a table without a step column: the columns it saw, and `--step_key`."""
+    seen = ", ".join(keys[:20]) + (f", ... ({len(keys)} in all)" if len(keys) > 20 else "")
+    if given is not None:
+        return ValueError(f"{path} has no column {given!r} (--step_key); its columns: {seen}")
+    return ValueError(f"{path} has no step column (none of {', '.join(STEP_KEYS[:8])}, ...); its columns: {seen}. "
+                      "Name the column that counts the steps with --step_key NAME")
 
 
 class Collector:
@@ -36,8 +65,11 @@ class Collector:
     record the catalogue's preferred (lower rank) wins; a later record of a step overwrites an earlier one key by
     key (a resumed run re-logs the steps after its checkpoint: the later values are the ones that trained on)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, mapping: Mapping[str, str] | None = None, step_key: str | None = None) -> None:
         self.path = path
+        self.mapping = dict(mapping or {})  # --map KEY=METRIC: the user's reading of a key, before the catalogue's
+        self.step_key = step_key  # the record's step column, not a metric
+        self.read_as: dict[str, str] = {}  # key -> metric, for keys read by their plain spelling or the user's map
         self.rows: dict[int, dict[str, float]] = {}
         self.unknown: Counter = Counter()
         self.not_numbers: dict[str, list[Any]] = {}  # name -> [count, first step, first value]
@@ -51,10 +83,17 @@ class Collector:
         self._absorbed: list[set[str]] = []  # the names of the collectors absorbed into this one
 
     def _name(self, key: str) -> tuple[str, int, bool] | None:
-        if key in SKIPPED or key in STEP_KEYS:
+        if key in self.mapping:
+            self.read_as[key] = self.mapping[key]
+            return self.mapping[key], MAPPED_RANK, True
+        if key in SKIPPED or key in STEP_KEYS or key == self.step_key:
             return None
         found = resolve(key)
-        return (found[0], found[1], True) if found is not None else (key, UNKNOWN_RANK, False)
+        if found is None:
+            return key, UNKNOWN_RANK, False
+        if found[0] != key and not by_engine_name(key):
+            self.read_as[key] = found[0]
+        return found[0], found[1], True
 
     def add(self, step: int, record: dict[str, Any]) -> None:
         if self.last is not None and step < self.last:
@@ -77,8 +116,10 @@ class Collector:
                 if number is None:
                     self._not_a_number(name, step, value)
                     continue
-                if kind is bool and known:  # a known metric; an unknown key may be a flag
+                if kind is bool:  # a flag: read as 0/1 when the catalogue knows it (`skipped`), else metadata
                     self.flags[name] += 1
+                    if not known:
+                        continue
             if number != number or number in (math.inf, -math.inf):
                 self.nonfinite.setdefault(name, set()).add(step)
             if name not in numbers or rank < numbers[name][0]:
@@ -128,11 +169,19 @@ class Collector:
         if self.not_scalars:
             notes.append(f"{self.path}: {len(self.not_scalars)} key(s) hold histograms, tables or media, not numbers "
                          f"(not read): {', '.join(sorted(self.not_scalars)[:5])}")
-        return Run(name, self.path, source, steps, series, found=found, unknown=dict(self.unknown),
-                   problems=self.problems + self._value_problems(nonfinite), notes=notes, nonfinite=nonfinite)
+        metadata = sorted({n for n in self.not_numbers if n not in series}
+                          | {n for n in self.flags if n not in series})
+        if metadata:
+            notes.append(f"{self.path}: {len(metadata)} column(s) hold text or true/false, read as metadata, not "
+                         f"metrics: {', '.join(metadata[:8])}{', ...' if len(metadata) > 8 else ''}")
+        unknown = {k: n for k, n in self.unknown.items() if k not in metadata}
+        return Run(name, self.path, source, steps, series, found=found, unknown=unknown,
+                   problems=self.problems + self._value_problems(nonfinite, series), notes=notes,
+                   nonfinite=nonfinite, read_as=dict(self.read_as))
 
-    def _value_problems(self, nonfinite: dict[str, list[int]]) -> list[str]:
-        """One line per kind of bad record, and per metric with bad values."""
+    def _value_problems(self, nonfinite: dict[str, list[int]], series: dict[str, list[float]]) -> list[str]:
+        """One line per kind of bad record, and per metric with bad values (a column of numbers that also holds
+        text; a column of text alone is metadata, said in a note)."""
         out = []
         if self.repeated:
             out.append(f"{self.path}: {self.repeated} record(s) repeat a step already logged, with a metric logged "
@@ -140,11 +189,15 @@ class Collector:
         if self.backwards:
             out.append(f"{self.path}: steps go backwards {self.backwards} time(s); read in step order")
         for metric, (count, step, value) in self.not_numbers.items():
+            if metric not in series:
+                continue
             shown = repr(value[:40]) if isinstance(value, str) else repr(value)[:40]
             out.append(f"{self.path}: {metric} holds {count} value(s) that are not numbers (the first: {shown} at "
                        f"step {step}); read as not logged")
         for metric, count in self.flags.items():
-            out.append(f"{self.path}: {metric} holds {count} true/false value(s) where a number belongs; read as 1/0")
+            if metric in series and metric != SKIPPED_NO_SIGNAL:  # a flag by nature: read as 0/1 without a word
+                out.append(f"{self.path}: {metric} holds {count} true/false value(s) where a number belongs; read "
+                           "as 1/0")
         for metric, where in nonfinite.items():
             out.append(f"{self.path}: {metric} is NaN or infinite at {len(where)} step(s) (the first: {where[0]}); "
                        "kept as logged")
@@ -163,16 +216,16 @@ def number_of(value: Any) -> float | None:
     return None
 
 
-def step_of(record: dict[str, Any]) -> int | None:
-    """The record's step: the first of STEP_KEYS that holds a whole number."""
-    for key in STEP_KEYS:
+def step_of(record: dict[str, Any], key: str | None = None) -> int | None:
+    """The record's step: `record[key]`, or the first of STEP_KEYS that holds a whole number."""
+    for key in (key,) if key is not None else STEP_KEYS:
         value = number_of(record.get(key))
         if value is not None and math.isfinite(value) and value == int(value) and not isinstance(record[key], bool):
             return int(value)
     return None
 
 
-# ------------------------------------------------------------------------------------------- generic JSONL / CSV
+# ------------------------------------------------------------------------------------------------- records
 
 
 def jsonl_records(path: Path, problems: list[str]) -> Iterator[dict[str, Any]]:
@@ -193,90 +246,9 @@ def jsonl_records(path: Path, problems: list[str]) -> Iterator[dict[str, Any]]:
         problems.append(f"{path}: {len(bad)} line(s) are not JSON objects (the first: line {bad[0]}); skipped")
 
 
-def _csv_records(path: Path) -> Iterator[dict[str, Any]]:
+def csv_records(path: Path) -> Iterator[dict[str, Any]]:
     with path.open(newline="", encoding="utf-8", errors="replace") as handle:
         for row in csv.DictReader(handle):
             yield {k: v for k, v in row.items() if k is not None and v not in ("", None)}
 
 
-def read_table(path: Path, name: str) -> Run:
-    """A JSONL or CSV of step metrics (a W&B history export among them)."""
-    collect = Collector(path)
-    csv_file = path.suffix.lower() == ".csv"
-    stepless = 0
-    for record in _csv_records(path) if csv_file else jsonl_records(path, collect.problems):
-        step = step_of(record)
-        if step is None:
-            stepless += 1
-            continue
-        collect.add(step, record)
-    if stepless:
-        collect.problems.append(f"{path}: {stepless} record(s) without a whole-number step ({', '.join(STEP_KEYS)}); "
-                                "skipped")
-    if not collect.rows:
-        raise ValueError(f"{path} holds no step metrics: each line (or CSV row) needs a step column, one of "
-                         f"{', '.join(STEP_KEYS)}")
-    kind = "csv" if csv_file else "jsonl"
-    return collect.run(name, kind, f"a {kind.upper()} of step metrics ({path.name})")
-
-
-def is_table(path: Path) -> bool:
-    """A .jsonl/.csv file whose first record has a step column (and is not a verl file-logger record)."""
-    if not path.is_file() or path.suffix.lower() not in (".jsonl", ".csv"):
-        return False
-    try:
-        with path.open("rb") as handle:
-            first = handle.readline()
-        if path.suffix.lower() == ".csv":
-            return any(k in STEP_KEYS for k in next(csv.reader([first.decode("utf-8", "replace")]), []))
-        record = json.loads(first)
-        return isinstance(record, dict) and "data" not in record and step_of(record) is not None
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError, StopIteration):
-        return False
-
-
-# ----------------------------------------------------------------------------------------------- verl file logger
-
-
-def read_verl_log(path: Path, name: str) -> Run:
-    """verl's file logger: `{"step": s, "data": {...}}` lines, verl's names resolved through the catalogue (of
-    `critic/score/mean` and `critic/rewards/mean` in one line, the score before the KL penalty is the reward)."""
-    from .engine_runs import is_verl_logger_record
-
-    collect = Collector(path)
-    other = 0
-    for record in jsonl_records(path, collect.problems):
-        if is_verl_logger_record(record):
-            collect.add(int(record["step"]), record["data"])
-        else:
-            other += 1
-    if other:
-        collect.problems.append(f"{path}: {other} line(s) are not verl file-logger records ({{\"step\": s, \"data\": "
-                                "{...}}); skipped")
-    if not collect.rows:
-        raise ValueError(f"{path} has no record yet; report a verl run after its first logged step")
-    return collect.run(name, "verl", f"verl's file logger {path.name}")
-
-
-# ------------------------------------------------------------------------------------------------------ dispatch
-
-
-def read_log(path: Path, name: str) -> Run | None:
-    """The run in `path` if it is one of the formats read here or in log_formats.py, else None."""
-    from .log_formats import is_tensorboard, is_wandb, read_tensorboard, read_wandb
-
-    if is_wandb(path):
-        return read_wandb(path, name)
-    if is_tensorboard(path):
-        return read_tensorboard(path, name)
-    if is_table(path):
-        return read_table(path, name)
-    return None
-
-
-def kind_of(path: Path) -> str | None:
-    """"wandb", "tensorboard" or "table" (runs.run_kind's names), or None."""
-    from .log_formats import is_tensorboard, is_wandb
-
-    return ("wandb" if is_wandb(path) else "tensorboard" if is_tensorboard(path) else
-            "table" if is_table(path) else None)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..diagnose.catalogue import resolve
+from .catalogue import resolve
 from ..logging.jsonl import _warn_partial
 
 NAN_ROW = array("d", [math.nan])
@@ -105,9 +105,9 @@ class _Reader:
         out, steps = self.out, self.out.steps
         step = record["step"]
         if not ((type(step) is int) or (type(step) is float and step.is_integer())):
-            from .runs import _bad_step
+            from .values import bad_step
 
-            raise _bad_step(step, out.path, f"line {number}")
+            raise bad_step(step, out.path, f"line {number}")
         step = int(step)
         row = len(steps)
         if self.prev is not None and step <= self.prev or self.index is not None and step in self.index:

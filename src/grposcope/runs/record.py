@@ -35,6 +35,7 @@ class Run:
     config: dict[str, Any] = field(default_factory=dict)  # what the log says of the run's settings
     from_rollouts: bool = False  # the ACR family was computed from the run's rollouts (per group)
     nonfinite: dict[str, list[int]] = field(default_factory=dict)  # name -> steps that logged NaN or +-inf
+    read_as: dict[str, str] = field(default_factory=dict)  # key -> metric, read by its plain spelling or --map
 
     def values(self, name: str) -> list[float]:
         """The series `name`, NaN where a step did not log it; all NaN when the run never logged it."""

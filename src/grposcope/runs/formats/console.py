@@ -1,0 +1,184 @@
+"""What a terminal printed: many runs keep only their console output (`nohup.out`, `train.log`, a `.md` of notes).
+Three dialects are read among the other lines of such a file (progress bars, warnings, samples):
+
+- transformers / TRL print each log as a Python dict, `{'loss': 0.01, 'reward': '0.45', 'epoch': 0.1}` (values
+  sometimes quoted). The dict holds no step: the step is the progress bar's count printed on the same line
+  (`12/200 [`) when there is one, else the order of the printed logs (said in a note). A dict of `eval_` keys
+  belongs to the step before it; the run's closing dict (`train_runtime`) gives the wall time.
+- verl prints `step:N - key:value - key:value ...`.
+- hand-written loops print their own lines: `step 12 | reward=0.41 loss: 0.2`, read when the line starts its
+  fields with `step`, `iter`, `iteration` or `update` and a number, followed by `key=value` or `key: value`.
+  Any other line format is one `--pattern` away: a regular expression with a named group `step` and one named
+  group per metric (`--pattern 'it (?P<step>\\d+) R (?P<reward>[-.\\d]+)'`).
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator
+
+from ..collect import Collector, number_of
+from ..file_kinds import not_a_file
+from . import register
+
+if TYPE_CHECKING:
+    from ..load import ReadOptions
+    from ..record import Run
+
+NOT_TEXT = {".json", ".jsonl", ".csv", ".tsv", ".parquet", ".safetensors", ".bin", ".pt", ".wandb", ".gz", ".zip",
+            ".png", ".jpg", ".pdf", ".npy", ".npz", ".pkl"}
+SNIFF_LINES = 20000  # lines looked at to decide whether a file is a console log
+DICT = re.compile(r"\{'[^{}]*\}")
+BAR = re.compile(r"(\d+)/(\d+) \[[^\[\]]*$")  # tqdm's `12/200 [00:10<...` just before the dict
+VERL = re.compile(r"(?:^|\s|\()step:(\d+) - (.+)$")
+LOOP_STEP = re.compile(r"^\W*(?:global[_ ])?(?:step|iter|iteration|update|it)\b\s*[:=#]?\s*(\d+)\b(.*)$", re.I)
+PAIR = re.compile(r"([A-Za-z_][\w/.\-@]*)\s*[=:]\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-inf)"
+                  r"(?![\w.])", re.I)
+NUMPY = re.compile(r"np\.float\d*\(([^()]*)\)")
+TRAIN_KEYS = ("loss", "reward", "rewards", "grad_norm", "kl", "entropy")
+
+
+def _lines(path: Path) -> Iterator[str]:
+    """The file's lines, a carriage return (a progress bar redrawn) also ending one."""
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            yield from line.split("\r")
+
+
+def _trl_dict(line: str) -> tuple[dict[str, Any], int | None] | None:
+    found = DICT.findall(line)
+    for text in reversed(found):
+        try:
+            record = ast.literal_eval(NUMPY.sub(r"\1", text))
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            continue
+        if isinstance(record, dict) and record and all(isinstance(k, str) for k in record):
+            bar = BAR.search(line[:line.rfind(text)])
+            return record, int(bar.group(1)) if bar else None
+    return None
+
+
+def _verl(line: str) -> tuple[int, dict[str, Any]] | None:
+    match = VERL.search(line)
+    if match is None:
+        return None
+    record = {}
+    for field in match.group(2).split(" - "):
+        key, sep, value = field.rpartition(":")
+        if sep and key.strip():
+            record[key.strip()] = NUMPY.sub(r"\1", value.strip())
+    return int(match.group(1)), record
+
+
+def _loop(line: str) -> tuple[int, dict[str, Any]] | None:
+    match = LOOP_STEP.match(line)
+    if match is None:
+        return None
+    pairs = {k: v for k, v in PAIR.findall(match.group(2))}
+    return (int(match.group(1)), pairs) if pairs else None
+
+
+def dialect(path: Path) -> str | None:
+    """"trl", "verl" or "loop": the dialect most of the file's first lines are in, or None."""
+    counts = {"trl": 0, "verl": 0, "loop": 0}
+    for number, line in enumerate(_lines(path)):
+        if number >= SNIFF_LINES:
+            break
+        if "step:" in line and _verl(line):
+            counts["verl"] += 1
+        elif "{'" in line and (found := _trl_dict(line)) and any(k in found[0] for k in TRAIN_KEYS):
+            counts["trl"] += 1
+        elif _loop(line):
+            counts["loop"] += 1
+    best = max(counts, key=counts.__getitem__)
+    least = 3 if best == "loop" else 1  # `step 3: x=1` can be prose; the engines' formats are unmistakable
+    return best if counts[best] >= least else None
+
+
+def claims(path: Path) -> bool:
+    if path.suffix.lower() in NOT_TEXT or not path.is_file() or not_a_file(path) is not None:
+        return False
+    try:
+        with path.open("rb") as handle:
+            if b"\0" in handle.read(4096):
+                return False
+        return dialect(path) is not None
+    except OSError:
+        return False
+
+
+@register("console", "a console log (TRL's printed dicts, verl's `step:N - key:value` lines, `step N ... "
+          "key=value` lines, or --pattern)", claims, keys="any printed key, through the catalogue")
+def read(path: Path, name: str, options: ReadOptions) -> Run:
+    collect = Collector(path, dict(options.mapping))
+    kind = "pattern" if options.pattern else dialect(path)
+    if kind is None:
+        raise ValueError(f"{path}: no line reads as a logged step (TRL's printed dicts, verl's `step:N - key:value`, "
+                         "`step N key=value`); give the line format with --pattern REGEX (a named group `step` "
+                         "and one named group per metric)")
+    notes, wall = [], None
+    if kind == "pattern":
+        _read_pattern(path, options.pattern, collect)
+    elif kind == "trl":
+        wall = _read_trl(path, collect, notes)
+    else:
+        parse = _verl if kind == "verl" else _loop
+        for line in _lines(path):
+            found = parse(line)
+            if found is not None:
+                collect.add(*found)
+    if not collect.rows:
+        raise ValueError(f"{path}: no line matched --pattern {options.pattern!r}" if kind == "pattern" else
+                         f"{path}: no logged step read")
+    what = {"trl": "transformers / TRL's printed logs", "verl": "verl's console lines", "loop": "step lines",
+            "pattern": "lines matching --pattern"}[kind]
+    run = collect.run(name, "console", f"a console log ({path.name}: {what})")
+    run.notes += notes
+    run.wall_time_s = wall
+    return run
+
+
+def _read_trl(path: Path, collect: Collector, notes: list[str]) -> float | None:
+    """TRL's printed dicts; returns the run's wall time from its closing dict."""
+    order, last, wall, counted = 0, None, None, False
+    for line in _lines(path):
+        if "{'" not in line or (found := _trl_dict(line)) is None:
+            continue
+        record, bar = found
+        if "train_runtime" in record:
+            wall = number_of(record["train_runtime"])
+            continue
+        if all(k.startswith("eval_") or k == "epoch" for k in record):  # the eval loop of the step before
+            if last is not None:
+                collect.add(last, {k: v for k, v in record.items() if k != "epoch"})
+            continue
+        if not any(k in record for k in TRAIN_KEYS) and not any("reward" in k for k in record):
+            continue
+        order += 1
+        counted = counted or bar is None
+        last = bar if bar is not None else order
+        collect.add(last, record)
+    if counted:
+        notes.append(f"{path}: the printed logs hold no step; each is numbered in the order printed (log 1, 2, ...), "
+                     "not by optimizer step (logging_steps apart)")
+    return wall if wall is not None and math.isfinite(wall) else None
+
+
+def _read_pattern(path: Path, pattern: str, collect: Collector) -> None:
+    try:
+        regex = re.compile(pattern)
+    except re.error as err:
+        raise ValueError(f"--pattern {pattern!r} is not a regular expression ({err})") from None
+    if "step" not in regex.groupindex:
+        raise ValueError(f"--pattern {pattern!r} has no named group `step`: write (?P<step>\\d+) where the step is")
+    for line in _lines(path):
+        match = regex.search(line)
+        if match is None:
+            continue
+        fields = match.groupdict()
+        step = number_of(fields.pop("step"))
+        if step is not None and math.isfinite(step) and step == int(step):
+            collect.add(int(step), {k: v for k, v in fields.items() if v is not None})

@@ -1,0 +1,67 @@
+"""grposcope's own run: `<run>/metrics.jsonl` (one record per step, docs/metrics.md's names) and, once the run has
+ended, `<run>/summary.json` (the held-out accuracy before training and the wall time)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..file_kinds import check_file
+from ..record import ACCURACY, Run
+from ..values import number, odd_notes, read_json
+from . import register
+
+if TYPE_CHECKING:
+    from ..load import ReadOptions
+
+LOG = "metrics.jsonl"
+
+
+def claims(path: Path) -> bool:
+    """A grposcope run folder, or its metrics.jsonl: a JSONL whose first line holds grposcope's own names."""
+    if path.is_dir():
+        check_file(path / LOG)  # a FIFO where the log belongs is named, never opened
+        return (path / LOG).is_file()
+    if path.name == LOG:
+        return True
+    return False
+
+
+@register("grposcope", "metrics.jsonl (grposcope)", claims, keys="docs/metrics.md's names")
+def read(path: Path, name: str, options: ReadOptions | None = None) -> Run:
+    run = _grposcope_run(path if path.is_file() else path / LOG, name)
+    run.found = "a grposcope run (metrics.jsonl)"
+    return run
+
+
+def _grposcope_run(metrics_path: Path, name: str) -> Run:
+    from ..metric_columns import read_metric_columns
+
+    columns = read_metric_columns(metrics_path)  # streamed: one float per step and metric is kept
+    steps = columns.steps
+    if not steps:
+        raise ValueError(f"{metrics_path} has no steps yet; report a run after its first logged step")
+    odd = {name: [(step, value)] * count for name, (count, step, value) in columns.odd.items()}
+    run = Run(name, metrics_path.parent, "grposcope", steps, dict(columns.series),
+              notes=odd_notes(odd, metrics_path) + columns.notes(), unknown=columns.unknown,
+              nonfinite=columns.nonfinite)
+    for metric, where in run.nonfinite.items():
+        run.problems.append(f"{metrics_path}: {metric} is NaN or infinite at {len(where)} step(s) (the first: "
+                            f"{where[0]})")
+    summary = metrics_path.parent / "summary.json"
+    if summary.is_file():
+        figures = read_json(summary)
+        run.source = "simulate" if figures.get("backend") == "simulate" else run.source
+        run.eval_before = number(figures.get(f"{ACCURACY} before"))
+        run.wall_time_s = number(figures.get("wall_time_s"))
+        after = number(figures.get(f"{ACCURACY} after"))
+        if after is not None and not run.has(ACCURACY):  # evaluated only at the end: show it at the last step
+            run.series[ACCURACY] = [math.nan] * (len(steps) - 1) + [after]
+    if run.wall_time_s is None:  # a run still going, or killed: the logged step times
+        step_s = [v for v in run.values("perf/step_s") if math.isfinite(v)]
+        first, last = columns.first_time, columns.last_time
+        run.wall_time_s = math.fsum(step_s) if step_s else (last - first if first is not None and last != first
+                                                            else None)
+    return run

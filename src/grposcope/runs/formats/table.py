@@ -1,0 +1,84 @@
+"""Any table of step metrics: a JSONL of one object a step, or a CSV (a W&B history export, a hand-written loop's
+log). Claimed by content: a JSONL whose first record is an object with a number in it, a CSV (or TSV) with a
+header row. The step column is found among the common names (collect.STEP_KEYS: `step`, `global_step`,
+`_step`, `iteration`, `iter`, `update`, ...) or named with `--step_key`; without one, the error lists the
+columns it saw."""
+
+from __future__ import annotations
+
+import csv
+import json
+from itertools import islice
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator
+
+from ..collect import Collector, csv_records, jsonl_records, no_step_column, step_column, step_of
+from ..file_kinds import not_a_file
+from . import register
+
+if TYPE_CHECKING:
+    from ..load import ReadOptions
+    from ..record import Run
+
+SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "csv"}
+PEEK = 50  # records looked at for the step column (a first record may lack a key a later one has)
+
+
+def _first_line(path: Path) -> bytes:
+    with path.open("rb") as handle:
+        return handle.readline(1 << 16)
+
+
+def claims(path: Path) -> bool:
+    kind = SUFFIXES.get(path.suffix.lower())
+    if kind is None or not path.is_file() or not_a_file(path) is not None:
+        return False
+    try:
+        first = _first_line(path).decode("utf-8", "replace").strip()
+    except OSError:
+        return False
+    if kind == "csv":
+        return len(first.split("\t" if path.suffix.lower() == ".tsv" else ",")) >= 2
+    try:
+        record = json.loads(first)
+    except ValueError:
+        return False
+    return isinstance(record, dict) and any(isinstance(v, (int, float)) for v in record.values())
+
+
+def _records(path: Path, problems: list[str]) -> Iterator[dict[str, Any]]:
+    if SUFFIXES[path.suffix.lower()] == "csv":
+        if path.suffix.lower() == ".tsv":
+            with path.open(newline="", encoding="utf-8", errors="replace") as handle:
+                for row in csv.DictReader(handle, delimiter="\t"):
+                    yield {k: v for k, v in row.items() if k is not None and v not in ("", None)}
+        else:
+            yield from csv_records(path)
+    else:
+        yield from jsonl_records(path, problems)
+
+
+@register("table", "a JSONL or CSV of step metrics (a step column: step, global_step, _step, iteration, iter, "
+          "update, ... or --step_key)", claims, keys="any key, through the catalogue and its plain spellings")
+def read(path: Path, name: str, options: ReadOptions) -> Run:
+    problems: list[str] = []
+    head = list(islice(_records(path, problems), PEEK))
+    keys = list(dict.fromkeys(k for r in head for k in r))
+    key = step_column(keys, options.step_key)
+    if key is None:
+        raise no_step_column(path, keys, options.step_key)
+    collect = Collector(path, dict(options.mapping), key)
+    stepless = 0
+    for record in _records(path, collect.problems):
+        step = step_of(record, key)
+        if step is None:
+            stepless += 1
+            continue
+        collect.add(step, record)
+    if stepless:
+        collect.problems.append(f"{path}: {stepless} record(s) without a whole-number step in {key!r}; skipped")
+    if not collect.rows:
+        raise ValueError(f"{path} holds no step metrics: no record has a whole-number step in {key!r}")
+    kind = SUFFIXES[path.suffix.lower()]
+    run = collect.run(name, kind, f"a {kind.upper()} of step metrics ({path.name}, steps in {key!r})")
+    return run
