@@ -36,6 +36,13 @@ def diagnose_command(
     gpus: Optional[int] = typer.Option(None, "--gpus", help="GPUs the run used: the cost in GPU-hours."),
     gpu_hour_cost: Optional[float] = typer.Option(None, "--gpu_hour_cost", help="Price of one GPU-hour: the cost "
                                                   "in money (with --gpus)."),
+    step_key: Optional[str] = typer.Option(None, "--step_key", help="A table's step column, when it is none of "
+                                           "step, global_step, _step, iteration, iter, update, ..."),
+    maps: Optional[List[str]] = typer.Option(None, "--map", help="KEY=METRIC: read the log's KEY as the "
+                                             "catalogue's METRIC (e.g. --map acc=reward/mean); repeat for more."),
+    pattern: Optional[str] = typer.Option(None, "--pattern", help="A console log's line format: a regular "
+                                          "expression with a named group `step` and one named group per metric, "
+                                          "e.g. 'it (?P<step>\\d+) R (?P<reward>[-.\\d]+)'."),
     only: Optional[str] = typer.Option(None, "--only", help="Comma-separated detectors to run (default: all)."),
     list_detectors: bool = typer.Option(False, "--list", help="List the detectors, what each reads and its fix."),
     verbose: bool = typer.Option(False, "--verbose", help="Say what each unchecked detector needs; list every "
@@ -74,11 +81,12 @@ def diagnose_command(
             raise ValueError(f"--gpu_hour_cost must be a number >= 0, got {gpu_hour_cost}")
         options = Options(entropy_floor, kl_bound, None, num_generations, max_completion_length, max_steps, gpus,
                           gpu_hour_cost)
-        from ..runs.load import load_run
+        from ..runs import ReadOptions, load_runs
 
+        read = ReadOptions(step_key=step_key, mapping=parse_maps(maps or []), pattern=pattern)
         paths, _ = readable(runs, expand_runs)
         named = dict(zip(paths, run_names(paths)))
-        loaded, _ = readable(paths, lambda one: [load_run(one[0], named[one[0]])])
+        loaded, _ = readable(paths, lambda one: load_runs(one[0], named[one[0]], read))
         diagnoses = [diagnose(run, options, names) for run in loaded]
         from ..reports.sampler_evidence import add_sampler_evidence
 
@@ -98,6 +106,24 @@ def diagnose_command(
     if worst:
         typer.echo(terminal_safe(f"--fail_on {fail_on}: {len(worst)} finding(s) at {fail_on} or worse"), err=True)
         raise typer.Exit(1)
+
+
+def parse_maps(maps: list[str]) -> tuple[tuple[str, str], ...]:
+    """`--map KEY=METRIC` pairs; METRIC must be a catalogue name (or a reward function's `reward/<f>/mean`)."""
+    from ..runs.catalogue import CATALOGUE, resolve
+
+    pairs = []
+    for item in maps:
+        key, sep, metric = item.partition("=")
+        if not sep or not key or not metric:
+            raise ValueError(f"--map {item!r}: write KEY=METRIC, e.g. --map acc=eval/accuracy")
+        found = resolve(metric)
+        if metric not in CATALOGUE and (found is None or found[0] != metric):
+            raise ValueError(f"--map {item!r}: {metric!r} is not a metric of the catalogue; "
+                             f"`grposcope diagnose --list` and docs/metrics.md name them (e.g. reward/mean, "
+                             "entropy/mean, collapse/acr, eval/accuracy)")
+        pairs.append((key, metric))
+    return tuple(pairs)
 
 
 def _list(detectors) -> None:

@@ -2,10 +2,11 @@
 without signal, and the same in GPU-hours when the run's step times and `--gpus` give them.
 
 Per step s, the wasted share w_s is:
-- 1 on a step without signal (its gradient norm is exactly 0, grposcope skipped its optimizer step, or every
-  group reached the loss with zero advantage): everything generated for it bought nothing;
+- 1 on a step without signal (its gradient norm is exactly 0, it was skipped, its rewards' std is exactly 0, or
+  every group reached the loss with zero advantage): everything generated for it bought nothing;
 - otherwise the share of its groups with zero advantage: `collapse/acr_post` where logged (after the sampler
-  and the estimator: AVSPO's rescued groups count as used), else `collapse/acr` (TRL's `frac_reward_zero_std`).
+  and the estimator: AVSPO's rescued groups count as used), else the collapse series the detectors read
+  (signals.collapse_series: `collapse/acr`, TRL's `frac_reward_zero_std`, or its estimate from the mean reward).
 A step whose share is unknown counts as 0 (the figure is then a lower bound, and says so).
 
 Samples:  sum_s w_s n_s / sum_s n_s, n_s the completions generated (`sampler/samples_generated`; equal per step when
@@ -27,10 +28,14 @@ import numpy as np
 
 from ..runs import catalogue as c
 
+from .signals import collapse_series, no_signal_mask, signal_known
+
 if TYPE_CHECKING:
     from .engine import View
 
-ZERO_GRAD = 0.0  # a gradient norm of exactly this is a step without signal ("exactly 0", as logged)
+
+MISSING = ("the log holds no collapse share (frac_reward_zero_std), no mean reward in [0, 1] over 4 or more steps "
+           "to estimate it, and no gradient norm, reward std or skipped flag")
 
 
 @dataclass
@@ -51,7 +56,7 @@ class Cost:
     def line(self) -> str:
         """One line for the terminal and the report."""
         if self.samples_share is None:
-            return "cost: not computed (the log holds no collapse fraction and no gradient norm)"
+            return f"cost: not computed ({MISSING})"
         text = (f"cost: {self.samples_share:.1%} of generated samples and {self.tokens_share:.1%} of generated "
                 f"tokens bought no gradient ({self.steps_without_signal} of {self.steps} steps without signal)")
         if self.wasted_gpu_hours is not None:
@@ -61,15 +66,6 @@ class Cost:
         return text
 
 
-def no_signal_mask(view: "View") -> np.ndarray:
-    """Per logged step (aligned with run.steps): True where the step had no signal."""
-    grad = view.array(c.GRAD_NORM)
-    skipped = view.array(c.SKIPPED_NO_SIGNAL)
-    post = view.array(c.ACR_POST)
-    with np.errstate(invalid="ignore"):
-        return (grad == ZERO_GRAD) | (skipped >= 0.5) | (post >= 1.0)
-
-
 def run_cost(view: "View") -> Cost:
     run = view.run
     n = len(run.steps)
@@ -77,14 +73,19 @@ def run_cost(view: "View") -> Cost:
     share = view.array(c.ACR_POST)
     basis = []
     source = "collapse/acr_post"
-    if not np.isfinite(share).any():
-        share = view.array(c.ACR)
-        source = "collapse/acr (TRL: frac_reward_zero_std)"
-    known = np.isfinite(share) | empty
+    if not np.isfinite(share).any():  # the detectors' series: logged, or inferred and said so
+        found = collapse_series(view)
+        share = np.full(n, np.nan)
+        if found is not None:
+            share[np.isin(view.steps, found.steps)] = found.share
+            source = found.basis
+    known = np.isfinite(share) | signal_known(view)
     if not known.any():
-        return Cost(n, 0, None, None, basis=["no collapse fraction and no gradient norm logged"])
+        return Cost(n, 0, None, None, basis=[MISSING])
     waste = np.where(empty, 1.0, np.nan_to_num(share, nan=0.0))  # (n,)
     basis.append(f"per step: 1 on a step without signal, else the share of groups with zero advantage ({source})")
+    if not np.isfinite(share).any():
+        basis.append("no collapse share logged or estimated: only the steps without signal count (a lower bound)")
     if not known.all():
         basis.append(f"{int((~known).sum())} of {n} steps logged neither: counted as 0 (the shares are lower bounds)")
     samples = view.array(c.SAMPLES)

@@ -59,10 +59,17 @@ def rich_diagnosis(d: Diagnosis, verbose: bool = False) -> list[Any]:
 
 def _footer(d: Diagnosis, verbose: bool) -> list[str]:
     lines = [f"problem: {p}" for p in d.run.problems]
+    if d.run.read_as:  # keys read by their plain spelling or --map: said, so a wrong reading is seen
+        pairs = sorted(d.run.read_as.items())
+        shown = pairs if verbose else pairs[:UNKNOWN_SHOWN]
+        more = "" if len(shown) == len(pairs) else f", ... ({len(pairs) - len(shown)} more)"
+        lines.append("read by name: " + ", ".join(f"{k} as {m}" for k, m in shown) + more
+                     + " (--map KEY=METRIC reads a key otherwise)")
     if d.unchecked:
         lines.append("not checked: " + "; ".join(f"{k} ({v})" for k, v in d.unchecked.items())
                      if verbose else f"not checked ({len(d.unchecked)}): {', '.join(d.unchecked)} "
-                     "(the log lacks what they read; --verbose says what)")
+                     "(the log lacks what they read" + (", or holds too few points of it" if any("too short" in v for v in
+                     d.unchecked.values()) else "") + "; --verbose says what)")
     if d.run.unknown:
         keys = sorted(d.run.unknown)
         shown = ", ".join(keys if verbose else keys[:UNKNOWN_SHOWN])

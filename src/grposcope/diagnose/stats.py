@@ -87,6 +87,17 @@ def tail(y: np.ndarray, share: float = 0.25, least: int = 3) -> np.ndarray:
     return y[-min(len(y), max(least, int(math.ceil(len(y) * share)))):]
 
 
+SHORT_RUN = 8  # below this many logged points a trend cannot be judged: a finding speaks of the points it has
+
+
+def where_text(x: np.ndarray) -> str:
+    """The logged steps a level was read over, in words: 'the one logged step (12)', 'the 3 logged steps
+    (10-30)'."""
+    if len(x) == 1:
+        return f"the one logged step ({int(x[0])})"
+    return f"the {len(x)} logged steps ({int(x[0])}-{int(x[-1])})"
+
+
 def level(y: np.ndarray) -> float:
     """The median, NaN for no values."""
     return float(np.median(y)) if len(y) else math.nan
@@ -109,6 +120,25 @@ def rolling_median(y: np.ndarray, window: int) -> np.ndarray:
     for i in range(1, min(window, len(y))):
         out[i] = np.median(y[:i])
     return out
+
+
+def hinge(x: np.ndarray, y: np.ndarray) -> tuple[int, float, float, float] | None:
+    """The least-squares fit y = a + s * min(x, x_b) over every breakpoint b (a rise, then flat): (b's index, the
+    fitted start a + s * x_0, the fitted top a + s * x_b, the robust SD of the residuals). None below 6 points.
+    Fitted to every point, so one low and one high point of the noise cannot make a rise."""
+    n = len(y)
+    if n < 6:
+        return None
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    f = np.minimum(x[None, :], x[2:n - 1, None])  # (b, n): the feature for each breakpoint, at least 2 points before
+    fm = f.mean(axis=1, keepdims=True)
+    var = ((f - fm) ** 2).sum(axis=1)
+    slope = np.where(var > 0, ((f - fm) * (y - y.mean())).sum(axis=1) / np.where(var > 0, var, 1), 0.0)
+    resid = y - y.mean() - slope[:, None] * (f - fm)
+    best = int(np.argmin((resid ** 2).sum(axis=1)))
+    b = best + 2
+    a = y.mean() - slope[best] * fm[best, 0]
+    return b, float(a + slope[best] * x[0]), float(a + slope[best] * x[b]), mad(resid[best])
 
 
 def longest_streak(mask: np.ndarray) -> int:

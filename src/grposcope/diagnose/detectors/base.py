@@ -34,7 +34,12 @@ class Detector:
             other = [*(m.trl[:1] if m else ()), *(m.verl[:1] if m else ())]
             return f"{name}" + (f" ({', '.join(other)})" if other else "")
 
-        return "needs " + "; ".join(" or ".join(spell(n) for n in group) for group in lacking)
+        short = [(n, len(view[n][1])) for group in lacking for n in group if view.has(n)]
+        said = "needs " + "; ".join(" or ".join(spell(n) for n in group) for group in lacking)
+        if short:  # present, but too short to judge: say how short
+            said += " with " + str(self.least) + " or more logged points; present but too short: " + ", ".join(
+                f"{n} ({k} point{'s' if k > 1 else ''})" for n, k in short)
+        return said
 
     def detect(self, view: "View") -> list[Finding]:
         raise NotImplementedError
@@ -67,7 +72,7 @@ def alarm_steps(view: "View", name: str) -> list[int]:
     """The steps on which alarm `name` is on when the run's log is replayed through the alarms' rules."""
     from ...core.alarms import replay
     from ...runs import catalogue as c
-    from ..cost import no_signal_mask
+    from ..signals import no_signal_mask
 
     run = view.run
     if "alarms" not in view.memo:

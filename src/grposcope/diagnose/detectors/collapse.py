@@ -6,7 +6,7 @@ import numpy as np
 
 from ...runs import catalogue as c
 from .. import stats
-from ..cost import no_signal_mask
+from ..signals import collapse_series, group_size, no_signal_mask, signal_known
 from ..findings import ACR_PAPER, DAPO, REINFORCE_ADA, SEVERITIES, Fix
 from .base import Detector, alarm_rules, alarm_steps, register, spans
 
@@ -14,7 +14,6 @@ from .base import Detector, alarm_rules, alarm_steps, register, spans
 # 1 / (1 - f) completions per completion that carries gradient: 0.30 -> 1.4x, 0.50 -> 2x, 0.75 -> 4x.
 COLLAPSE_INFO, COLLAPSE_WARNING, COLLAPSE_CRITICAL = 0.30, 0.50, 0.75
 REGIME_SHARE = 0.6  # one side (all-wrong or all-correct) holding this share of the collapsed groups names the regime
-ASSUMED_G = 8  # completions per prompt when neither the log nor --num_generations says (TRL's default)
 MITIGATED_POST = 0.30  # acr_post at or below this (and at most half the ACR): a sampler or AVSPO is handling it
 
 TOO_HARD = Fix(
@@ -34,18 +33,6 @@ TOO_EASY = Fix(
 )
 
 
-def _estimated_acr(view) -> tuple[np.ndarray, np.ndarray, int, str] | None:
-    """Without a logged collapse share: p^G + (1-p)^G from the mean of a reward bounded in [0, 1]. A lower bound:
-    prompts differ in pass rate and the function is convex, so the batch's mean pass rate understates it."""
-    x, p = view[c.REWARD]
-    if len(p) < 4 or p.min() < 0 or p.max() > 1:
-        return None
-    g = view.setting("num_generations")
-    how = "num_generations" if g else f"assumed {ASSUMED_G} (TRL's default; --num_generations sets it)"
-    g = int(g or ASSUMED_G)
-    return x, p**g + (1 - p) ** g, g, how
-
-
 def _split(view, recent_steps: np.ndarray) -> tuple[float, float, str]:
     """(all-wrong share, all-correct share, how) of the collapsed groups over the recent steps."""
     xw, wrong = view[c.ACR_ALL_WRONG]
@@ -59,35 +46,18 @@ def _split(view, recent_steps: np.ndarray) -> tuple[float, float, str]:
     x, p = view[c.REWARD]
     if len(p) and p.min() >= 0 and p.max() <= 1:
         p_recent = float(np.median(p[np.isin(x, recent_steps)])) if np.isin(x, recent_steps).any() else float(p[-1])
-        g = int(view.setting("num_generations") or ASSUMED_G)
+        g, _ = group_size(view)
         a, b = (1 - p_recent) ** g, p_recent**g
         return (a / (a + b), b / (a + b), f"estimated from the mean reward {p_recent:.3f} with G = {g} "
                 "(p^G all-correct against (1-p)^G all-wrong)") if a + b > 0 else (0.5, 0.5, "")
     return 0.5, 0.5, ""
 
 
-def collapse_series(view) -> tuple[np.ndarray, np.ndarray, str, bool] | None:
-    """(steps, collapsed share, basis, logged) from the log, else estimated from a bounded reward; None without
-    either. Computed once per run (plateau asks too)."""
-    if "collapse" not in view.memo:
-        if view.has(c.ACR, 4):
-            x, acr = view[c.ACR]
-            basis = "collapse/acr" + (" (TRL's frac_reward_zero_std)" if view.run.source == "trl" else "")
-            view.memo["collapse"] = (x, acr, basis, True)
-        elif (estimate := _estimated_acr(view)) is not None:
-            x, acr, g, how = estimate
-            view.memo["collapse"] = (x, acr, f"estimated from the mean reward as p^G + (1-p)^G, a lower bound "
-                                             f"(G = {g}: {how})", False)
-        else:
-            view.memo["collapse"] = None
-    return view.memo["collapse"]
-
-
 @register
 class AdvantageCollapse(Detector):
     name = "advantage_collapse"
     summary = "groups whose completions all got the same reward (zero advantage), split into all-wrong and all-correct"
-    needs = ((c.ACR, c.REWARD),)
+    needs = ((c.ACR, c.REWARD, c.REWARD_STD, c.SKIPPED_NO_SIGNAL),)
     fix = TOO_HARD
     refs = (ACR_PAPER, DAPO, REINFORCE_ADA)
 
@@ -153,7 +123,7 @@ NO_SIGNAL_WARNING_COUNT, NO_SIGNAL_WARNING_SHARE, NO_SIGNAL_CRITICAL_SHARE = 3, 
 class NoSignalSteps(Detector):
     name = "no_signal_steps"
     summary = "optimizer steps whose gradient was exactly 0 (every group collapsed), which AdamW still applies"
-    needs = ((c.GRAD_NORM, c.SKIPPED_NO_SIGNAL, c.ACR_POST),)
+    needs = ((c.GRAD_NORM, c.SKIPPED_NO_SIGNAL, c.ACR_POST, c.REWARD_STD),)
     least = 1
     fix = Fix(
         grposcope="skip_no_signal_steps=True (the default: no optimizer step on such a step); use_avspo=True or "
@@ -169,9 +139,7 @@ class NoSignalSteps(Detector):
         run = view.run
         empty = no_signal_mask(view)
         steps = np.asarray(run.steps)
-        known = np.zeros(len(steps), dtype=bool)
-        for name in (c.GRAD_NORM, c.SKIPPED_NO_SIGNAL, c.ACR_POST):
-            known |= np.isfinite(view.array(name))
+        known = signal_known(view)
         count, total = int(empty.sum()), int(known.sum())
         if count == 0:
             return []
@@ -187,10 +155,17 @@ class NoSignalSteps(Detector):
         if np.isfinite(grad[empty]).any():
             evidence.append("grad_norm is exactly 0 on "
                             f"{int((grad[empty] == 0).sum())} of them (every group's rewards were equal)")
+        std = view.array(c.REWARD_STD)
+        if (std[empty] == 0).any():
+            evidence.append(f"the reward's std is exactly 0 on {int((std[empty] == 0).sum())} of them: every "
+                            "completion of the step scored alike, so every group's advantage was 0 (inferred)")
         skipped = view.array(c.SKIPPED_NO_SIGNAL)
         if np.isfinite(skipped).any():
-            evidence.append(f"grposcope skipped the optimizer step on {int((skipped >= 0.5).sum())} of them "
-                            "(skip_no_signal_steps): the weights stayed put, the generation was still paid for")
+            who = ("grposcope skipped the optimizer step on {} of them (skip_no_signal_steps)"
+                   if view.run.source in ("grposcope", "simulate") else
+                   "the log's skipped flag says {} of them took no update")
+            evidence.append(who.format(int((skipped[empty] >= 0.5).sum()))
+                            + ": the weights stayed put, the generation was still paid for")
             if (skipped[empty] >= 0.5).all():  # no harm done to the weights: one level lower
                 severity = SEVERITIES[max(0, SEVERITIES.index(severity) - 1)]
         else:

@@ -204,7 +204,8 @@ class ClipSaturation(Detector):
         if recent < CLIP_INFO:
             return []
         severity = "critical" if recent >= CLIP_CRITICAL else "warning" if recent >= CLIP_WARNING else "info"
-        evidence = [f"{recent:.1%} of tokens clipped (median of the last quarter; {np.mean(total):.1%} over the run): "
+        evidence = [f"{recent:.1%} of tokens clipped (median over {stats.where_text(stats.tail(x))}; "
+                    f"{np.mean(total):.1%} over the run): "
                     "their ratio left [1 - epsilon, 1 + epsilon_high] and they gave no gradient"]
         _, low, high = view.aligned(c.CLIP_LOW, c.CLIP_HIGH)
         if len(low) >= 4:

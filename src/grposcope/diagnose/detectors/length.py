@@ -99,9 +99,17 @@ class Truncation(Detector):
         if worst < TRUNC_INFO:
             return []
         severity = "critical" if worst >= TRUNC_CRITICAL else "warning" if worst >= TRUNC_WARNING else "info"
-        evidence = [f"{mean:.0%} of completions hit the length cap over the run (completion/truncated_frac; TRL "
-                    f"completions/clipped_ratio), {frac[-1]:.0%} at the last logged step ({int(x[-1])}); median "
-                    f"{recent:.0%} over the last quarter"]
+        if len(frac) < stats.SHORT_RUN:  # a few logged steps: their figures, no trend and no "last quarter"
+            evidence = [(f"{frac[0]:.0%} of completions hit the length cap at " if len(frac) == 1 else
+                         f"{mean:.0%} of completions hit the length cap on average over ")
+                        + f"{stats.where_text(x)} (completion/truncated_frac; TRL completions/clipped_ratio)"
+                        + ("" if len(frac) == 1 else f", {frac[-1]:.0%} at the last"),
+                        f"with {len(frac)} logged step{'s' if len(frac) > 1 else ''}, a trend cannot be judged "
+                        f"({stats.SHORT_RUN} or more are needed)"]
+        else:
+            evidence = [f"{mean:.0%} of completions hit the length cap over the run (completion/truncated_frac; TRL "
+                        f"completions/clipped_ratio), {frac[-1]:.0%} at the last logged step ({int(x[-1])}); median "
+                        f"{recent:.0%} over {stats.where_text(stats.tail(x))}"]
         cap = view.setting("max_completion_length")
         _, longest = view[c.LENGTH_MAX]
         if cap:
@@ -109,10 +117,12 @@ class Truncation(Detector):
         elif len(longest):
             evidence.append(f"the cap is likely {longest.max():.0f} tokens (the longest completion logged)")
         t = stats.trend(x, frac)
-        if t.rising(TREND_ALPHA):
+        if t.rising(TREND_ALPHA) and len(frac) >= stats.SHORT_RUN:
             evidence.append(f"rising over the run: slope {t.slope:+.2e} per step ({p_text(t.p)})")
         evidence.append("a cut completion has no final answer, so it scores as wrong: its group's advantage "
                         "punishes length, not error")
         first = int(x[np.argmax(frac >= (TRUNC_WARNING if severity != "info" else TRUNC_INFO))])
-        return [self.finding(severity, first, f"{mean:.0%} of completions are cut at the length cap", evidence,
+        title = (f"{mean:.0%} of completions are cut at the length cap" if len(frac) > 1 else
+                 f"{mean:.0%} of completions were cut at the length cap at the one logged step")
+        return [self.finding(severity, first, title, evidence,
                              mean=mean, recent=recent)]

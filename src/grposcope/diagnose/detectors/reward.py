@@ -16,6 +16,9 @@ EVAL_ALPHA = 0.05  # the held-out score has few points: a looser test, stated in
 # of these, and its fall after the peak is significant (Mann-Kendall p < 0.05)
 HACK_DROP, HACK_DROP_SHARE = 0.05, 0.10
 HACK_CRITICAL_DROP = 0.15
+# ... or the two diverge: the training reward gained at least HACK_GAIN (between the medians of the run's first and
+# last tenth) while the held-out score gained at most HACK_TRANSFER of that (between its first and last quarter)
+HACK_GAIN, HACK_TRANSFER = 0.20, 0.15
 
 
 def _smooth(y: np.ndarray, k: int = 3) -> np.ndarray:
@@ -45,6 +48,30 @@ class RewardHacking(Detector):
         ex, ey = view[c.EVAL]
         if len(ey) < 4:
             return []
+        return self._fell(view, ex, ey) or self._diverged(view, ex, ey)
+
+    def _diverged(self, view, ex, ey):
+        """The training reward climbs and the held-out score does not follow: the gain does not transfer."""
+        rx, ry = view[c.REWARD]
+        if len(ry) < stats.SHORT_RUN:
+            return []
+        t = stats.trend(rx, ry)
+        r0, r1 = stats.level(stats.head(ry)), stats.level(stats.tail(ry, 0.1))
+        e0, e1 = stats.level(stats.head(ey, 0.25, least=1)), stats.level(stats.tail(ey, 0.25, least=2))
+        gain, moved = r1 - r0, e1 - e0
+        if not (t.rising(TREND_ALPHA) and gain >= HACK_GAIN and moved <= HACK_TRANSFER * gain):
+            return []
+        evidence = [f"training reward ({c.REWARD}): {r0:.3f} (median of the first tenth) -> {r1:.3f} (last tenth), "
+                    f"{gain:+.3f}, slope {t.slope:+.2e} per step ({p_text(t.p)})",
+                    f"held-out score ({c.EVAL}): {e0:.3f} (first quarter of {len(ey)} evaluations) -> {e1:.3f} "
+                    f"(last quarter), {moved:+.3f}: {max(moved, 0) / gain:.0%} of the training gain",
+                    "the policy gets better at what the training reward pays for, not at the held-out task"]
+        severity = "critical" if moved < 0 else "warning"
+        first = int(rx[np.argmax(ry >= r0 + gain / 2)])
+        return [self.finding(severity, first, "the training reward rises while the held-out score does not follow",
+                             evidence, train_gain=gain, held_out_gain=moved)]
+
+    def _fell(self, view, ex, ey):
         k = max(3, len(ey) // 10)  # a tenth of the evaluations: with many, the max of short medians is noise
         smooth = _smooth(ey, k)
         peak_i = int(np.argmax(smooth))
@@ -74,6 +101,9 @@ class RewardHacking(Detector):
 
 # reward_composition
 DOMINANT = 0.90  # one function holds this share of the within-step reward variance (median over steps)
+GAIN_DOMINANT = 0.80  # ... or this share of the reward's gain over the run (first tenth to last tenth)
+GAIN_STARVED = 0.20  # while another gained less than this share of the dominant one's gain
+GAIN_MIN = 0.05  # the dominant gain itself, in reward units: below it nothing moved enough to share
 CONSTANT = 1e-9  # a function whose mean and std never move more than this is constant
 
 
@@ -106,8 +136,11 @@ class RewardComposition(Detector):
         shares = self._shares(view, funcs)
         dominant = [f for f, s in shares.items() if s >= DOMINANT]
         starved = [f for f in funcs if f not in dominant and not stats.trend(*means[f]).rising(TREND_ALPHA)]
-        if not dead and not (dominant and starved):
+        gains, by_gain, gain_starved = self._gains(means)
+        if not dead and not (dominant and starved) and not (by_gain and gain_starved):
             return []
+        if by_gain and gain_starved and not (dominant and starved):
+            dominant, starved = [by_gain], gain_starved
         evidence = []
         for f in dead:
             evidence.append(f"reward/{f}/mean is {means[f][1][0]:g} on every one of {len(means[f][1])} logged steps: "
@@ -117,6 +150,11 @@ class RewardComposition(Detector):
             evidence.append(("share of the within-step reward variance (median over steps): " if within else
                              "share of the variance of the step means over the run (no per-function std logged): ")
                             + ", ".join(f"{f} {s:.0%}" for f, s in shares.items()))
+        if by_gain:
+            total = sum(max(g, 0.0) for g, _, _ in gains.values())
+            evidence.append("share of the reward's gain over the run (median of the first tenth to the last): "
+                            + ", ".join(f"{f} {max(g, 0) / total:.0%} ({a:.3f} -> {b:.3f})"
+                                        for f, (g, a, b) in gains.items()))
         zero_dead = [f for f in dead if means[f][1][0] == 0]
         severity = "critical" if zero_dead and dominant else "warning" if zero_dead or dominant else "info"
         if dominant:
@@ -126,6 +164,24 @@ class RewardComposition(Detector):
             title = f"reward function {', '.join(dead)} is constant over the run"
         return [self.finding(severity, view.run.steps[0], title, evidence, dead=len(dead),
                              dominant_share=max(shares.values(), default=0.0))]
+
+    def _gains(self, means) -> tuple[dict[str, tuple[float, float, float]], str | None, list[str]]:
+        """Per function (gain, start, end) between the medians of the first and the last tenth; the function that
+        holds GAIN_DOMINANT of the summed gains (rising, p < 0.01), and those that gained less than GAIN_STARVED
+        of its gain and end below half its level (room left that the dominant one does not leave)."""
+        gains = {}
+        for f, (x, y) in means.items():
+            a, b = stats.level(stats.head(y)), stats.level(stats.tail(y, 0.1))
+            gains[f] = (b - a, a, b)
+        total = sum(max(g, 0.0) for g, _, _ in gains.values())
+        if total <= 0:
+            return gains, None, []
+        top = max(gains, key=lambda f: gains[f][0])
+        g, _, end = gains[top]
+        if g < GAIN_MIN or g / total < GAIN_DOMINANT or not stats.trend(*means[top]).rising(TREND_ALPHA):
+            return gains, None, []
+        starved = [f for f, (gf, _, ef) in gains.items() if f != top and gf < GAIN_STARVED * g and ef < 0.5 * end]
+        return gains, top, starved
 
     def _shares(self, view, funcs: list[str]) -> dict[str, float]:
         """Per function, the median over steps of its std^2 / the sum of all functions' std^2; without the
@@ -145,13 +201,13 @@ class RewardComposition(Detector):
         return {f: float(np.median(var[i, keep] / total[keep])) for i, f in enumerate(funcs)}
 
 
-# plateau: the smoothed score reached PLATEAU_REACHED of its whole gain, and the run went on for at least
-# PLATEAU_SHARE of its length (PLATEAU_WARNING: a warning) without gaining the rest
-PLATEAU_REACHED = 0.9
+# plateau: a line fitted to the score rises, then stays flat (stats.hinge), and the run went on for at least
+# PLATEAU_SHARE of its length (PLATEAU_WARNING: a warning) after the bend without gaining more
 PLATEAU_SHARE, PLATEAU_WARNING = 0.30, 0.50
 PLATEAU_MIN_STEPS = 20
 PLATEAU_GAIN = 0.05  # the score must first have risen by this much
-PLATEAU_REST = 0.05  # ... and the line fitted after it reached 90% gains less than this share of that rise
+PLATEAU_REST = 0.05  # ... and the line fitted after the bend does not rise significantly (p < 0.05) by this share of it
+PLATEAU_NOISE = 1.0  # ... and by at least the scatter of the points around the fitted line
 
 
 @register
@@ -173,17 +229,20 @@ class Plateau(Detector):
         x, y = view[name]
         if len(y) < (6 if name == c.EVAL else 20):
             return []
-        x, y = stats.binned(x, y)  # a long log: bin medians, so the running median below stays cheap
-        smooth = _smooth(y, max(3, len(y) // 20))
-        gain = float(smooth.max() - smooth[0])
-        if gain < PLATEAU_GAIN or not stats.trend(x[: len(x) // 2 + 1], y[: len(y) // 2 + 1]).slope > 0:
-            return []  # never learnt: a collapse or a too-hard task, not a plateau
-        reached = int(np.argmax(smooth >= smooth[0] + PLATEAU_REACHED * gain))
+        x, y = stats.binned(x, y)  # a long log: bin medians, so the fit below stays cheap
+        fit = stats.hinge(x, y)  # a rising line, then flat: where the rise ended, fitted on every point
+        if fit is None:
+            return []
+        reached, start, top, noise = fit
+        gain = top - start
+        if gain < max(PLATEAU_GAIN, PLATEAU_NOISE * noise) or not stats.trend(x[:reached + 1],
+                                                                              y[:reached + 1]).rising(TREND_ALPHA):
+            return []  # never rose, or rose within the run's noise: a collapse or a too-hard task, not a plateau
         flat = float(x[-1] - x[reached])
         length = float(x[-1] - x[0]) or 1.0
         after = stats.trend(x[reached:], y[reached:])
         rest = after.slope * flat  # what the line fitted since then gained
-        if flat / length < PLATEAU_SHARE or flat < PLATEAU_MIN_STEPS or rest >= PLATEAU_REST * gain:
+        if flat / length < PLATEAU_SHARE or flat < PLATEAU_MIN_STEPS or (after.rising(EVAL_ALPHA) and rest >= PLATEAU_REST * gain):
             return []
         if after.falling(EVAL_ALPHA) and name == c.EVAL:
             return []  # falling, not flat: reward_hacking's or a regression's business
@@ -191,9 +250,10 @@ class Plateau(Detector):
         if explained:
             return []
         severity = "warning" if flat / length >= PLATEAU_WARNING else "info"
-        evidence = [f"{name} rose by {gain:.3f} and reached {PLATEAU_REACHED:.0%} of that gain at step "
-                    f"{int(x[reached])}; the last {flat:.0f} steps ({flat / length:.0%} of the run) added "
-                    f"{smooth[-1] - smooth[reached]:+.3f}",
+        evidence = [f"{name} rose from {start:.3f} to {top:.3f} by step {int(x[reached])} and stayed there (a line "
+                    f"fitted to every logged point, rising then flat; the points scatter {noise:.3f} around it); the "
+                    f"last {flat:.0f} steps ({flat / length:.0%} of the run) added "
+                    f"{stats.level(stats.tail(y, 0.1)) - stats.level(y[max(0, reached - 2):reached + 3]):+.3f}",
                     f"slope since then {after.slope:+.2e} per step ({p_text(after.p)})"]
         return [self.finding(severity, x[reached], f"no gain for the last {flat:.0f} steps", evidence,
                              since=float(x[reached]), share=flat / length)]
@@ -204,7 +264,8 @@ class Plateau(Detector):
 
         if view.has(c.ENTROPY, 8) and entropy_collapsed(view)[0]:
             return True
-        from .collapse import COLLAPSE_WARNING, collapse_series
+        from ..signals import collapse_series
+        from .collapse import COLLAPSE_WARNING
 
         found = collapse_series(view)
         return found is not None and stats.level(stats.tail(found[1])) >= COLLAPSE_WARNING
