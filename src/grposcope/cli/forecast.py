@@ -12,11 +12,11 @@ import typer
 from ..eval_settings import MAX_SEED
 from ..files import check_writable
 from ..logging.jsonl import json_safe
-from ..runs.file_kinds import unreadable
 from ..reports.forecast import ALL, RULE, STAGNATION_ACR
 from ..reports.forecast_plot import plot_forecast
 from ..reports.plots import pyplot
 from ..reports.run_counts import counts_from_run
+from ..runs.file_kinds import unreadable
 from ..terminal import markup_safe
 from .app import _console_logging, app, fail, wide_console
 from .probe import PROBE_ERRORS, read_probe

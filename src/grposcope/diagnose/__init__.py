@@ -10,10 +10,10 @@ Layers: pure numpy/scipy over the Run record (runs/record.py); imports nothing a
 """
 
 from ..runs.catalogue import CATALOGUE, resolve
+from ..runs.record import Run
 from .detectors import DETECTORS
 from .engine import Diagnosis, Options, diagnose
 from .findings import SEVERITIES, Finding, Fix
-from ..runs.record import Run
 
 __all__ = ["CATALOGUE", "DETECTORS", "SEVERITIES", "Diagnosis", "Finding", "Fix", "Options", "Run", "diagnose",
            "resolve"]

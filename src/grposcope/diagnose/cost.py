@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..runs import catalogue as c
-
 from .signals import collapse_series, no_signal_mask, signal_known
 
 if TYPE_CHECKING:

@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
+from ..runs.record import Run
 from .cost import Cost, run_cost
 from .detectors import DETECTORS, Detector
 from .findings import Finding, rank
-from ..runs.record import Run
 from .stats import finite
 
 

@@ -20,9 +20,9 @@ from ..files import write_text_atomic
 from ..logging.jsonl import json_safe
 from ..runs.catalogue import resolve
 from ..runs.collect import NOT_METRICS, UNKNOWN_RANK
+from ..runs.record import Run
 from .engine import Diagnosis, Options, diagnose
 from .findings import Finding, rank
-from ..runs.record import Run
 
 logger = logging.getLogger("grposcope")
 FINDINGS_FILE = "findings.json"

@@ -66,10 +66,10 @@ def _footer(d: Diagnosis, verbose: bool) -> list[str]:
         lines.append("read by name: " + ", ".join(f"{k} as {m}" for k, m in shown) + more
                      + " (--map KEY=METRIC reads a key otherwise)")
     if d.unchecked:
+        short = ", or holds too few points of it" if any("too short" in v for v in d.unchecked.values()) else ""
         lines.append("not checked: " + "; ".join(f"{k} ({v})" for k, v in d.unchecked.items())
                      if verbose else f"not checked ({len(d.unchecked)}): {', '.join(d.unchecked)} "
-                     "(the log lacks what they read" + (", or holds too few points of it" if any("too short" in v for v in
-                     d.unchecked.values()) else "") + "; --verbose says what)")
+                     f"(the log lacks what they read{short}; --verbose says what)")
     if d.run.unknown:
         keys = sorted(d.run.unknown)
         shown = ", ".join(keys if verbose else keys[:UNKNOWN_SHOWN])

@@ -105,8 +105,8 @@ def _last_steps_of(records: list[tuple[int, dict]], steps: int, path: Path) -> l
 def _stock_pairs(folder: Path, answer_column: str | None, steps: int | None) -> list[AuditPair]:
     """The pairs of a stock TRL output folder (answers in `answer_column`) or a verl rollout dump (answers in
     `gts`), grouped by (step, prompt); the rollouts without a reference answer left out with a warning."""
-    from ..runs.rollouts import iter_trl_rows, iter_verl_rows, plural, trl_files, verl_files
     from ..runs.load import run_kind
+    from ..runs.rollouts import iter_trl_rows, iter_verl_rows, plural, trl_files, verl_files
 
     kind = run_kind(folder)
     if kind == "trl":

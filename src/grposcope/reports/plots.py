@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from ..files import atomic_output
+from ..runs.record import Run
 from .figures import ALARMS, alarms, no_signal_spans
 from .regression import Fit
-from ..runs.record import Run
 
 WIDTH, HEIGHT, DPI = 10.0, 3.6, 110
 # Fixed margins (not bbox_inches="tight"): every plot's axes start and end at the same x, so the step axes

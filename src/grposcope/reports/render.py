@@ -13,9 +13,9 @@ from pathlib import Path
 from ..diagnose.render import _md as md_text  # one escape for report.md, the diagnoses' and the table's
 from ..files import atomic_output, write_text_atomic
 from ..logging.console import format_eta
+from ..runs.record import Run
 from .figures import RunFigures, run_figures
 from .regression import Fit, fit_line
-from ..runs.record import Run
 
 COLUMNS = ("run", "source", "steps", "final acc.", "best acc.", "mean ACR", "acr_100", "mean acr_post",
            "alarms (first step)", "samples gen.", "tokens gen.", "wall time")

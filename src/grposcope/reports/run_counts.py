@@ -111,8 +111,8 @@ def _last_rollouts(folder: Path, kind: str, steps: int) -> Any:
     """The rollouts of the last `steps` steps that have any. The last `steps` files are read first, and twice
     as many while some cannot serve (a file still being written, TRL's repeats of one generation batch):
     a long run's dump is never read whole for a few steps."""
-    from ..runs.rollouts import read_trl, read_verl, trl_files, verl_files
     from ..runs.formats.trl import trl_reward_names
+    from ..runs.rollouts import read_trl, read_verl, trl_files, verl_files
 
     names, state_notes = None, []
     if kind == "trl":

@@ -11,7 +11,6 @@ naming the file, never the rest of the file. A column of text or of true/false i
 from __future__ import annotations
 
 import csv
-import json
 import math
 from collections import Counter
 from pathlib import Path

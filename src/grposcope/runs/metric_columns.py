@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .catalogue import resolve
 from ..logging.jsonl import _warn_partial
+from .catalogue import resolve
 
 NAN_ROW = array("d", [math.nan])
 SHOWN = 3  # metrics, and steps of each, named in a note

@@ -6,8 +6,8 @@ import numpy as np
 
 from ...runs import catalogue as c
 from .. import stats
-from ..signals import collapse_series, group_size, no_signal_mask, signal_known
 from ..findings import ACR_PAPER, DAPO, REINFORCE_ADA, SEVERITIES, Fix
+from ..signals import collapse_series, group_size, no_signal_mask, signal_known
 from .base import Detector, alarm_rules, alarm_steps, register, spans
 
 # advantage_collapse: the median collapsed share over the last quarter of the run. At a share f a run generates

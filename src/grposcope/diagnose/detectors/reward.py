@@ -242,7 +242,8 @@ class Plateau(Detector):
         length = float(x[-1] - x[0]) or 1.0
         after = stats.trend(x[reached:], y[reached:])
         rest = after.slope * flat  # what the line fitted since then gained
-        if flat / length < PLATEAU_SHARE or flat < PLATEAU_MIN_STEPS or (after.rising(EVAL_ALPHA) and rest >= PLATEAU_REST * gain):
+        creeping = after.rising(EVAL_ALPHA) and rest >= PLATEAU_REST * gain  # still gaining: not stalled
+        if flat / length < PLATEAU_SHARE or flat < PLATEAU_MIN_STEPS or creeping:
             return []
         if after.falling(EVAL_ALPHA) and name == c.EVAL:
             return []  # falling, not flat: reward_hacking's or a regression's business

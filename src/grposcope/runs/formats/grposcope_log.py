@@ -3,7 +3,6 @@ ended, `<run>/summary.json` (the held-out accuracy before training and the wall 
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING
