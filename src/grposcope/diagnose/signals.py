@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 ZERO_GRAD = 0.0  # a gradient norm of exactly this is a step without signal ("exactly 0", as logged)
 ASSUMED_G = 8  # completions per prompt when neither the log nor --num_generations says (TRL's default)
-LEAST = 4  # logged points a collapse series needs
+LEAST = 4  # logged points an inferred collapse series needs (a logged one is read from its first point)
 
 
 def no_signal_mask(view: "View") -> np.ndarray:
@@ -66,12 +66,12 @@ class Collapse(NamedTuple):
 
 def collapse_series(view: "View") -> Collapse | None:
     """The collapsed share per step: logged (collapse/acr, TRL's frac_reward_zero_std), else inferred from the
-    no-signal steps (1 there) and a bounded mean reward (p^G + (1-p)^G elsewhere); None when the log holds
-    neither, or fewer than LEAST points. Computed once per run."""
+    no-signal steps (1 there) and a bounded mean reward (p^G + (1-p)^G elsewhere, from LEAST points on); None
+    when the log holds neither. Computed once per run."""
     if "collapse" in view.memo:
         return view.memo["collapse"]
     found = None
-    if view.has(c.ACR, LEAST):
+    if view.has(c.ACR):  # a level from the log: one logged step is a figure (said as one), not a trend
         x, acr = view[c.ACR]
         basis = "collapse/acr" + (" (TRL's frac_reward_zero_std)" if view.run.source == "trl" else "")
         found = Collapse(x, acr, basis, True)

@@ -61,6 +61,14 @@ class AdvantageCollapse(Detector):
     fix = TOO_HARD
     refs = (ACR_PAPER, DAPO, REINFORCE_ADA)
 
+    least = 1
+
+    def missing(self, view):
+        if collapse_series(view) is not None:
+            return ""
+        return super().missing(view) or ("needs collapse/acr (frac_reward_zero_std), or a mean reward in [0, 1] "
+                                          "on 4 or more steps, or reward stds / skipped flags on 4 or more steps")
+
     def detect(self, view):
         found = collapse_series(view)
         if found is None:
@@ -74,14 +82,20 @@ class AdvantageCollapse(Detector):
         recent_steps = stats.tail(x, 0.25)
         wrong, right, how = _split(view, recent_steps)
         regime = "all-wrong" if wrong >= REGIME_SHARE else "all-correct" if right >= REGIME_SHARE else "mixed"
-        evidence = [f"{basis}: median {f:.3f} over the last {len(recent)} logged steps "
-                    f"({int(recent_steps[0])}-{int(recent_steps[-1])}), mean {acr.mean():.3f} over the run",
-                    f"{1 / (1 - f):.1f} completions generated per completion that carries a gradient" if f < 0.99
-                    else "almost no completion carried a gradient on those steps"]
+        if len(acr) < stats.SHORT_RUN:
+            evidence = [f"{basis}: " + (f"{acr[0]:.3f} at " if len(acr) == 1 else f"median {f:.3f} over ")
+                        + f"{stats.where_text(x)}; with {len(acr)} logged step{'s' if len(acr) > 1 else ''}, a "
+                        f"trend cannot be judged ({stats.SHORT_RUN} or more are needed)"]
+        else:
+            evidence = [f"{basis}: median {f:.3f} over {stats.where_text(recent_steps)}, mean {acr.mean():.3f} over "
+                        "the run"]
+        evidence += [
+                     f"{1 / (1 - f):.1f} completions generated per completion that carries a gradient" if f < 0.99
+                     else "almost no completion carried a gradient on those steps"]
         if how:
             evidence.append(f"of the collapsed groups {wrong:.0%} all-wrong, {right:.0%} all-correct ({how})")
         t = stats.trend(x, acr)
-        if t.p < 0.01:
+        if t.p < 0.01 and len(acr) >= stats.SHORT_RUN:
             evidence.append(f"{'rising' if t.slope > 0 else 'falling'} over the run: Theil-Sen slope {t.slope:+.2e} "
                             f"per step (Mann-Kendall p = {t.p:.2g})")
         on = alarm_steps(view, "stagnation") if logged else []
