@@ -57,7 +57,7 @@ def test_metrics_md_names_table_is_the_catalogues():
     text = (DOCS / "metrics.md").read_text()
     table = text.split("<!-- names-table:start -->\n", 1)[1].split("\n<!-- names-table:end -->", 1)[0]
     assert table == names_table(), ("docs/metrics.md's 'Names in other logs' table differs from the catalogue: "
-                                    "paste grposcope.diagnose.catalogue.names_table() between its markers")
+                                    "paste grposcope.runs.catalogue.names_table() between its markers")
 
 
 def test_architecture_md_shows_the_trainers_own_grpo_step():
