@@ -118,7 +118,8 @@ def run_rldoctor(run: Path, command: str) -> Outcome:
         out = Outcome(read=str(one.relative_to(CORPUS)))
         for f in report.get("findings", []):
             severity = str(f.get("severity", "")).lower()
-            (out.fired if severity in ("warning", "critical") else out.info).add(str(f.get("detector")))
+            if severity in ("warning", "critical", "info"):
+                (out.fired if severity != "info" else out.info).add(str(f.get("detector")))
         return out
     return Outcome(error="; ".join(errors), read=str(path.relative_to(CORPUS)))
 
@@ -144,7 +145,7 @@ def cell(found: list[str], missed: list[str], false: list[str], error: str) -> s
 def table(half: str, rldoctor: str | None) -> None:
     chosen = json.loads(SPLIT.read_text())[half]
     totals = {"grposcope": [0, 0, 0, 0], "rldoctor": [0, 0, 0, 0]}  # found, missed, false alarms, unreadable
-    print(f"| run | callout: fire | grposcope fired (info) | grposcope verdict | rldoctor fired (info) | "
+    print("| run | callout: fire | grposcope fired (info) | grposcope verdict | rldoctor fired (info) | "
           "rldoctor verdict |")
     print("|---|---|---|---|---|---|")
     for name in chosen:
@@ -158,8 +159,8 @@ def table(half: str, rldoctor: str | None) -> None:
                 row += ["-", "-"]
                 continue
             found, missed, false = outcome.verdict(calls, rldoctor=tool == "rldoctor")
-            t = totals[tool]
-            t[0], t[1], t[2], t[3] = t[0] + len(found), t[1] + len(missed), t[2] + len(false), t[3] + bool(outcome.error)
+            for i, count in enumerate((len(found), len(missed), len(false), int(bool(outcome.error)))):
+                totals[tool][i] += count
             shown = ", ".join(sorted(outcome.fired)) or "-"
             if outcome.info:
                 shown += f" ({', '.join(sorted(outcome.info))})"

@@ -105,6 +105,8 @@ GAIN_DOMINANT = 0.80  # ... or this share of the reward's gain over the run (fir
 GAIN_STARVED = 0.20  # while another gained less than this share of the dominant one's gain
 GAIN_MIN = 0.05  # the dominant gain itself, in reward units: below it nothing moved enough to share
 CONSTANT = 1e-9  # a function whose mean and std never move more than this is constant
+NEAR_CONSTANT_SHARE = 0.9  # ... or one that holds one value on this share of the steps,
+NEAR_CONSTANT_SPREAD = 0.05  # with a range under this share of the widest function's range: it adds ~nothing
 
 
 def _functions(view) -> list[str]:
@@ -133,6 +135,7 @@ class RewardComposition(Detector):
         stds = {f: view[f"reward/{f}/std"] for f in funcs}
         dead = [f for f in funcs if np.ptp(means[f][1]) <= CONSTANT and
                 (not len(stds[f][1]) or np.max(stds[f][1]) <= CONSTANT)]
+        dead += [f for f in funcs if f not in dead and self._near_constant(means, f)]
         shares = self._shares(view, funcs)
         dominant = [f for f, s in shares.items() if s >= DOMINANT]
         starved = [f for f in funcs if f not in dominant and not stats.trend(*means[f]).rising(TREND_ALPHA)]
@@ -143,8 +146,13 @@ class RewardComposition(Detector):
             dominant, starved = [by_gain], gain_starved
         evidence = []
         for f in dead:
-            evidence.append(f"reward/{f}/mean is {means[f][1][0]:g} on every one of {len(means[f][1])} logged steps: "
-                            "it adds the same to every completion and never moves an advantage")
+            y = means[f][1]
+            value, count = self._mode(y)
+            evidence.append(f"reward/{f}/mean is {value:g} on every one of {len(y)} logged steps: it adds the same to "
+                            "every completion and never moves an advantage" if count == len(y) else
+                            f"reward/{f}/mean is {value:g} on {count} of {len(y)} logged steps (range {y.min():.3g} to "
+                            f"{y.max():.3g}, under {NEAR_CONSTANT_SPREAD:.0%} of the widest function's): it moves "
+                            "almost no advantage")
         if shares:
             within = all(view.has(f"reward/{f}/std", 4) for f in funcs)
             evidence.append(("share of the within-step reward variance (median over steps): " if within else
@@ -155,15 +163,30 @@ class RewardComposition(Detector):
             evidence.append("share of the reward's gain over the run (median of the first tenth to the last): "
                             + ", ".join(f"{f} {max(g, 0) / total:.0%} ({a:.3f} -> {b:.3f})"
                                         for f, (g, a, b) in gains.items()))
-        zero_dead = [f for f in dead if means[f][1][0] == 0]
+        zero_dead = [f for f in dead if self._mode(means[f][1])[0] == 0]
         severity = "critical" if zero_dead and dominant else "warning" if zero_dead or dominant else "info"
+        what = "gain" if by_gain == (dominant[0] if dominant else None) and not shares.get(by_gain, 0) >= DOMINANT \
+            else "variance"
+        nearly = "" if all(self._mode(means[f][1])[1] == len(means[f][1]) for f in dead) else "(nearly) "
         if dominant:
-            title = (f"{dominant[0]} carries the reward's variance; "
-                     + (f"{', '.join(dead)} never varies" if dead else f"{', '.join(starved)} barely moves"))
+            title = (f"{dominant[0]} carries the reward's {what}; "
+                     + (f"{', '.join(dead)} {nearly}never varies" if dead else f"{', '.join(starved)} barely moves"))
         else:
-            title = f"reward function {', '.join(dead)} is constant over the run"
+            title = (f"reward functions {', '.join(dead)} are {nearly}constant over the run" if len(dead) > 1 else
+                     f"reward function {dead[0]} is {nearly}constant over the run")
         return [self.finding(severity, view.run.steps[0], title, evidence, dead=len(dead),
                              dominant_share=max(shares.values(), default=0.0))]
+
+    @staticmethod
+    def _mode(y: np.ndarray) -> tuple[float, int]:
+        values, counts = np.unique(y, return_counts=True)
+        return float(values[np.argmax(counts)]), int(counts.max())
+
+    def _near_constant(self, means, f: str) -> bool:
+        y = means[f][1]
+        widest = max(float(np.ptp(m[1])) for m in means.values())
+        return (self._mode(y)[1] >= NEAR_CONSTANT_SHARE * len(y) and widest > 0
+                and float(np.ptp(y)) < NEAR_CONSTANT_SPREAD * widest)
 
     def _gains(self, means) -> tuple[dict[str, tuple[float, float, float]], str | None, list[str]]:
         """Per function (gain, start, end) between the medians of the first and the last tenth; the function that
@@ -203,11 +226,11 @@ class RewardComposition(Detector):
 
 # plateau: a line fitted to the score rises, then stays flat (stats.hinge), and the run went on for at least
 # PLATEAU_SHARE of its length (PLATEAU_WARNING: a warning) after the bend without gaining more
-PLATEAU_SHARE, PLATEAU_WARNING = 0.30, 0.50
+PLATEAU_SHARE, PLATEAU_WARNING = 0.30, 0.40
 PLATEAU_MIN_STEPS = 20
 PLATEAU_GAIN = 0.05  # the score must first have risen by this much
 PLATEAU_REST = 0.05  # ... and the line fitted after the bend does not rise significantly (p < 0.05) by this share of it
-PLATEAU_NOISE = 1.0  # ... and by at least the scatter of the points around the fitted line
+PLATEAU_NOISE = 2.0  # ... and by at least twice the scatter of the points around the fitted line
 
 
 @register
@@ -235,8 +258,8 @@ class Plateau(Detector):
             return []
         reached, start, top, noise = fit
         gain = top - start
-        if gain < max(PLATEAU_GAIN, PLATEAU_NOISE * noise) or not stats.trend(x[:reached + 1],
-                                                                              y[:reached + 1]).rising(TREND_ALPHA):
+        rise = stats.trend(x[:reached + 1], y[:reached + 1])  # too few points to test: the gain/noise ratio decides
+        if gain < max(PLATEAU_GAIN, PLATEAU_NOISE * noise) or (rise.n >= 4 and not rise.rising(TREND_ALPHA)):
             return []  # never rose, or rose within the run's noise: a collapse or a too-hard task, not a plateau
         flat = float(x[-1] - x[reached])
         length = float(x[-1] - x[0]) or 1.0

@@ -1,0 +1,59 @@
+"""The tuning half of the corpus of real runs (tests/fixtures/real_runs/, split once at random: SPLIT.json): each
+run is read as published, and diagnosed as its callout says, the callout written from the numbers before any
+tool ran. The held-out half is not checked here: bench/diagnose_real_runs.py prints its table as it comes out
+(docs/diagnose.md)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from grposcope.diagnose import diagnose
+from grposcope.runs import load_runs
+
+CORPUS = Path(__file__).parent / "fixtures" / "real_runs"
+TUNING = json.loads((CORPUS / "SPLIT.json").read_text())["tuning"]
+CALL = re.compile(r"^\s*-\s*`?(\w+)`?\s*:\s*\**(fire|quiet|cannot tell)", re.I)
+# where grposcope and the callout disagree on purpose, and why
+DISAGREE = {
+    ("csd-qwen35-steplogs", "plateau"): "the stall is explained by saturation (78% of groups collapsed, most of them "
+                                        "all-correct): advantage_collapse names that cause, plateau stays quiet",
+}
+
+
+def calls(run: Path) -> dict[str, str]:
+    section = (run / "CALLOUT.md").read_text(encoding="utf-8").split("Expected findings", 1)[-1]
+    return {m.group(1): m.group(2).lower() for line in section.splitlines() if (m := CALL.match(line))}
+
+
+def given(run: Path) -> Path:
+    files = sorted(p for p in run.rglob("*") if p.is_file() and p.name not in ("CALLOUT.md", "SOURCE.md"))
+    return files[0] if len(files) == 1 and files[0].parent == run else run
+
+
+@pytest.mark.parametrize("name", TUNING)
+def test_a_tuning_run_reads_as_published_and_fires_what_its_callout_says(name):
+    run = CORPUS / name
+    expected = calls(run)
+    assert expected, f"{name}: CALLOUT.md has no Expected findings"
+    fired = set()
+    for one in load_runs(given(run), name):
+        assert one.steps, name
+        fired |= {f.detector for f in diagnose(one).findings if f.severity in ("warning", "critical")}
+    for detector, call in expected.items():
+        if (name, detector) in DISAGREE:
+            continue
+        if call == "fire":
+            assert detector in fired, f"{name}: {detector} did not fire (fired: {sorted(fired)})"
+        elif call == "quiet":
+            assert detector not in fired, f"{name}: {detector} fired, its callout says quiet"
+
+
+def test_the_split_is_half_and_half_and_names_every_run_once():
+    split = json.loads((CORPUS / "SPLIT.json").read_text())
+    runs = sorted(p.name for p in CORPUS.iterdir() if (p / "CALLOUT.md").is_file())
+    named = split["tuning"] + split["held_out"] + [r for extra in split.get("added", []) for r in extra["runs"]]
+    assert sorted(named) == runs and len(set(named)) == len(named)
