@@ -14,6 +14,7 @@ LENGTH_CRITICAL = 3.0
 TREND_ALPHA = 0.01
 EVAL_ALPHA = 0.05  # the held-out score has few points: a looser test, stated in the evidence
 EVAL_GAIN = 0.03  # ... and the fitted line must gain at least this over the run (3 points of accuracy) to pay
+EVAL_SHARE = 0.15  # ... and at least this share of the training reward's fitted gain (reward_hacking's HACK_TRANSFER)
 
 SHORTER = Fix(
     grposcope="loss_type='dr_grpo' (no per-sequence length normalisation, whose bias rewards long wrong answers); "
@@ -56,7 +57,16 @@ class LengthGrowth(Detector):
             ex, ey = view[c.EVAL]
             evidence.append(f"the held-out score ({name}) over the same run: {ey[0]:.3f} -> {ey[-1]:.3f}, slope "
                             f"{score.slope:+.2e} per step ({p_text(score.p)}, {len(ey)} evaluations)")
-            if score.rising(EVAL_ALPHA) and score.slope * float(ex[-1] - ex[0]) >= EVAL_GAIN:
+            held_out_gain = score.slope * float(ex[-1] - ex[0])
+            rx, ry = view[c.REWARD]
+            reward_gain = stats.trend(rx, ry).slope * float(rx[-1] - rx[0]) if len(ry) >= 4 else 0.0
+            # pays: the held-out score rises, by 3 points and by a share of the training reward's gain (a score
+            # that moves 0.03 while the reward moves 0.70 is the training reward being gamed, not reasoning)
+            pays = held_out_gain >= max(EVAL_GAIN, EVAL_SHARE * reward_gain)
+            if not pays and score.rising(EVAL_ALPHA) and held_out_gain >= EVAL_GAIN:
+                evidence.append(f"the held-out gain, {held_out_gain:+.3f}, is under {EVAL_SHARE:.0%} of the training "
+                                f"reward's, {reward_gain:+.3f}: the longer answers do not pay on held-out prompts")
+            if score.rising(EVAL_ALPHA) and pays:
                 return [self.finding("info", first, "completions grow longer with the held-out score (longer "
                                      "reasoning that pays, not padding)", evidence, growth=growth)]
         else:
