@@ -64,8 +64,10 @@ class Collector:
     record the catalogue's preferred (lower rank) wins; a later record of a step overwrites an earlier one key by
     key (a resumed run re-logs the steps after its checkpoint: the later values are the ones that trained on)."""
 
-    def __init__(self, path: Path, mapping: Mapping[str, str] | None = None, step_key: str | None = None) -> None:
+    def __init__(self, path: Path, mapping: Mapping[str, str] | None = None, step_key: str | None = None,
+                 held_out: bool = False) -> None:
         self.path = path
+        self.held_out = held_out  # an evaluation's file: `accuracy` is the held-out accuracy (read as eval_accuracy)
         self.mapping = dict(mapping or {})  # --map KEY=METRIC: the user's reading of a key, before the catalogue's
         self.step_key = step_key  # the record's step column, not a metric
         self.read_as: dict[str, str] = {}  # key -> metric, for keys read by their plain spelling or the user's map
@@ -87,9 +89,10 @@ class Collector:
             return self.mapping[key], MAPPED_RANK, True
         if key in SKIPPED or key in STEP_KEYS or key == self.step_key:
             return None
-        found = resolve(key)
+        spelled = f"eval_{key}" if self.held_out and not key.startswith(("eval", "val", "test")) else key
+        found = resolve(spelled)
         if found is None:
-            return key, UNKNOWN_RANK, False
+            return spelled, UNKNOWN_RANK, False
         if found[0] != key and not by_engine_name(key):
             self.read_as[key] = found[0]
         return found[0], found[1], True

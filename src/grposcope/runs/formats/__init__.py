@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ..record import Run
 
 # the modules that register a format, in the order their formats are asked
-MODULES = ("grposcope_log", "trl", "verl", "wandb", "tensorboard", "table", "console")
+MODULES = ("grposcope_log", "trl", "verl", "wandb", "tensorboard", "table", "console", "folder")
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
-"""Any table of step metrics: a JSONL of one object a step, or a CSV (a W&B history export, a hand-written loop's
-log). Claimed by content: a JSONL whose first record is an object with a number in it, a CSV (or TSV) with a
-header row. The step column is found among the common names (collect.STEP_KEYS: `step`, `global_step`,
+"""Any table of step metrics: a JSONL of one object a step, a JSON list of such objects, or a CSV (a W&B history
+export, a hand-written loop's log). Claimed by content: a JSONL whose first record is an object with a number in
+it, a JSON list of objects, a CSV (or TSV) with a header row. The step column is found among the common names (collect.STEP_KEYS: `step`, `global_step`,
 `_step`, `iteration`, `iter`, `update`, ...) or named with `--step_key`; without one, the error lists the
 columns it saw."""
 
@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from ..load import ReadOptions
     from ..record import Run
 
-SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "csv"}
+SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "csv", ".json": "json"}
+JSON_LIMIT = 64 << 20  # a JSON list is parsed whole: larger ones are written as JSONL by the loops that log so much
 PEEK = 50  # records looked at for the step column (a first record may lack a key a later one has)
 
 
@@ -37,8 +38,11 @@ def claims(path: Path) -> bool:
         first = _first_line(path).decode("utf-8", "replace").strip()
     except OSError:
         return False
+    if kind == "json":
+        return bool(_json_list(path)) and any(isinstance(v, (int, float)) for v in _json_list(path)[0].values())
     if kind == "csv":
         return len(first.split("\t" if path.suffix.lower() == ".tsv" else ",")) >= 2
+
     try:
         record = json.loads(first)
     except ValueError:
@@ -46,8 +50,25 @@ def claims(path: Path) -> bool:
     return isinstance(record, dict) and any(isinstance(v, (int, float)) for v in record.values())
 
 
+def _json_list(path: Path) -> list[dict[str, Any]]:
+    """The records of a JSON file holding a list of objects; [] for anything else."""
+    if path.stat().st_size > JSON_LIMIT:
+        return []
+    try:
+        with path.open("rb") as handle:
+            if handle.read(64).lstrip()[:1] != b"[":
+                return []
+        records = json.loads(path.read_bytes())
+    except (ValueError, UnicodeDecodeError, OSError):
+        return []
+    ok = isinstance(records, list) and bool(records) and all(isinstance(r, dict) for r in records)
+    return records if ok else []
+
+
 def _records(path: Path, problems: list[str]) -> Iterator[dict[str, Any]]:
-    if SUFFIXES[path.suffix.lower()] == "csv":
+    if SUFFIXES[path.suffix.lower()] == "json":
+        yield from _json_list(path)
+    elif SUFFIXES[path.suffix.lower()] == "csv":
         if path.suffix.lower() == ".tsv":
             with path.open(newline="", encoding="utf-8", errors="replace") as handle:
                 for row in csv.DictReader(handle, delimiter="\t"):
@@ -60,14 +81,16 @@ def _records(path: Path, problems: list[str]) -> Iterator[dict[str, Any]]:
 
 @register("table", "a JSONL or CSV of step metrics (a step column: step, global_step, _step, iteration, iter, "
           "update, ... or --step_key)", claims, keys="any key, through the catalogue and its plain spellings")
-def read(path: Path, name: str, options: ReadOptions) -> Run:
+def read(path: Path, name: str, options: ReadOptions, held_out: bool = False) -> Run:
+    """The table's steps; `held_out`: the file holds an evaluation's figures (a run folder's `eval_history.json`),
+    so its keys are read as held-out ones (`accuracy` as `eval_accuracy`)."""
     problems: list[str] = []
     head = list(islice(_records(path, problems), PEEK))
     keys = list(dict.fromkeys(k for r in head for k in r))
     key = step_column(keys, options.step_key)
     if key is None:
         raise no_step_column(path, keys, options.step_key)
-    collect = Collector(path, dict(options.mapping), key)
+    collect = Collector(path, dict(options.mapping), key, held_out=held_out)
     stepless = 0
     for record in _records(path, collect.problems):
         step = step_of(record, key)

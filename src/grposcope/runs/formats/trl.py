@@ -107,16 +107,13 @@ def _is_train_record(record: dict[str, Any]) -> bool:
 
 
 def _trainer_state(folder: Path) -> Path | None:
-    """`folder/trainer_state.json`, else the one of the newest `checkpoint-<step>` folder, else the one JSON
-    file of the folder that holds a state under another name (`training_logs.json`)."""
+    """`folder/trainer_state.json`, else the one of the newest `checkpoint-<step>` folder. (A state under another
+    name in a folder is read by the folder format, with the folder's other logs.)"""
     if (folder / STATE).is_file():
         return folder / STATE
     checkpoints = [(int(m.group(1)), p) for p in folder.glob("checkpoint-*")
                    if (m := re.fullmatch(r"checkpoint-(\d+)", p.name)) and (p / STATE).is_file()]
-    if checkpoints:
-        return max(checkpoints)[1] / STATE
-    named = [p for p in sorted(folder.glob("*.json")) if is_state_file(p)]
-    return named[0] if len(named) == 1 else None
+    return max(checkpoints)[1] / STATE if checkpoints else None
 
 
 def _trl_run(state_path: Path, name: str, state: Any = None, mapping: dict[str, str] | None = None) -> Run:

@@ -1,0 +1,66 @@
+"""A folder of one run's logs that no trainer's layout names: a hand-written loop's `step_stats.json` beside its
+`eval_history.json`, a CSV beside a console log. Each file is read by the format that claims it, and the files
+are joined on the step: the longest log first (its value wins where two logged one metric), then the others.
+A file whose name says it holds an evaluation (`eval`, `val`, `valid`, `test` in its name) has its keys read
+as held-out ones (`accuracy` as the held-out accuracy). Notes (`.md`, `.txt`) are read only when nothing else
+in the folder is a log. Asked last: a folder a trainer's layout claims (grposcope's, TRL's, verl's, TensorBoard,
+W&B) is read by that format."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..values import join_runs
+from . import LogFormat, register
+
+if TYPE_CHECKING:
+    from ..load import ReadOptions
+    from ..record import Run
+
+EVALUATION = re.compile(r"(^|[^a-z])(eval|evals|evaluation|val|valid|validation|test)([^a-z]|$)", re.I)
+NOTES = (".md", ".txt", ".rst")
+
+
+def _claimed(folder: Path) -> list[tuple[Path, LogFormat]]:
+    from . import formats
+
+    found = []
+    for path in sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")):
+        fmt = next((f for f in formats() if f.name != "folder" and f.claims(path)), None)
+        if fmt is not None:
+            found.append((path, fmt))
+    logs = [(p, f) for p, f in found if p.suffix.lower() not in NOTES]
+    return logs or found
+
+
+def claims(path: Path) -> bool:
+    return path.is_dir() and bool(_claimed(path))
+
+
+@register("folder", "a folder of one run's log files of the formats above, joined on the step", claims,
+          keys="each file's own")
+def read(path: Path, name: str, options: ReadOptions) -> Run:
+    from .table import read as read_table
+
+    runs = []
+    for file, fmt in _claimed(path):
+        held_out = fmt.name == "table" and EVALUATION.search(file.stem) is not None
+        try:
+            run = read_table(file, name, options, held_out=True) if held_out else fmt.read(file, name, options)
+        except ValueError as err:  # one unreadable file of several: said, the others still read
+            runs.append((None, file, str(err)))
+            continue
+        runs.append((run, file, "held-out" if held_out else ""))
+    read_ok = sorted((r for r in runs if r[0] is not None), key=lambda r: -len(r[0].steps))
+    if not read_ok:
+        raise ValueError(f"{path}: no log in it could be read (" + "; ".join(r[2] for r in runs)[:300] + ")")
+    run, first, _ = read_ok[0]
+    for other, file, _ in read_ok[1:]:
+        join_runs(run, other)
+    run.path = path
+    run.found = (f"a folder of {len(read_ok)} log(s) joined on the step: "
+                 + ", ".join(f"{file.name}" + (" (held-out)" if how else "") for _, file, how in read_ok))
+    run.problems += [f"{file}: not read ({why})" for r, file, why in runs if r is None]
+    return run
