@@ -1,8 +1,8 @@
 """Any table of step metrics: a JSONL of one object a step, a JSON list of such objects, or a CSV (a W&B history
 export, a hand-written loop's log). Claimed by content: a JSONL whose first record is an object with a number in
-it, a JSON list of objects, a CSV (or TSV) with a header row. The step column is found among the common names (collect.STEP_KEYS: `step`, `global_step`,
-`_step`, `iteration`, `iter`, `update`, ...) or named with `--step_key`; without one, the error lists the
-columns it saw."""
+it, a JSON list of objects, a CSV (or TSV) with a header row. The step column is found among the common names
+(collect.STEP_KEYS: `step`, `global_step`, `_step`, `iteration`, `iter`, `update`, ...) or named with
+`--step_key`; without one, the error lists the columns it saw."""
 
 from __future__ import annotations
 
