@@ -119,9 +119,10 @@ def expand_runs(paths: list[Path]) -> list[Path]:
             continue
         inner = sorted(p for p in path.iterdir() if p.is_dir() and is_run(p)) if path.is_dir() else []
         if not inner:
-            raise FileNotFoundError(f"{path} is not a run (no metrics.jsonl, trainer_state.json, checkpoint-* "
-                                    "with one, completions/*.parquet or verl's {step}.jsonl files) and holds no "
-                                    "run folders")
+            from ..runs.formats import described
+
+            raise FileNotFoundError(f"{path} is not a run: it holds no log grposcope reads, and no folder of one. "
+                                    f"It reads: {described()}")
         found += inner
     return list(dict.fromkeys(found))
 

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any, Iterator
 from ..collect import Collector, step_of
 from ..record import Run
 from . import register
-from .tensorboard import settings
 
 if TYPE_CHECKING:
     from ..load import ReadOptions
@@ -138,6 +137,8 @@ def read_wandb(path: Path, name: str, options: ReadOptions | None = None) -> Run
                                 "wandb release?); skipped")
     if not collect.rows:
         raise ValueError(f"{file} holds no history row (" + ("; ".join(collect.problems[:2]) or "an empty run") + ")")
+    from .tensorboard import settings  # the settings the detectors read, picked alike from any run config
+
     run = collect.run(name, "wandb", f"a W&B run ({file.name})")
     run.config = settings({**_wandb_files_config(file.parent, run.problems), **config})
     return run
