@@ -17,6 +17,7 @@ says `fire`, `quiet` or `cannot tell`; a tool's verdict per run:
 
     python3 -m venv /work/scratch/rldoctor-venv && /work/scratch/rldoctor-venv/bin/pip install rldoctor==0.2.0
     .venv/bin/python bench/diagnose_real_runs.py split --seed 20261128          # once; writes SPLIT.json
+    .venv/bin/python bench/diagnose_real_runs.py split --seed N                 # runs added later, once each
     .venv/bin/python bench/diagnose_real_runs.py table --half held_out \\
         --rldoctor /work/scratch/rldoctor-venv/bin/rl-doctor > bench/results/diagnose_real_runs_held_out.txt
 """
@@ -125,13 +126,29 @@ def run_rldoctor(run: Path, command: str) -> Outcome:
 
 
 def split(seed: int) -> None:
+    """The runs not yet split, shuffled with `seed`: the first half tunes, the rest is held out. The first split
+    is the file's `tuning` / `held_out`; runs added later are split once each time, into `added`."""
     runs = sorted(p.name for p in CORPUS.iterdir() if (p / "CALLOUT.md").is_file())
-    random.Random(seed).shuffle(runs)
-    half = len(runs) // 2
-    SPLIT.write_text(json.dumps({"seed": seed, "method": "random.Random(seed).shuffle(sorted(run ids)); the first "
-                                 "half tunes, the rest is held out", "tuning": sorted(runs[:half]),
-                                 "held_out": sorted(runs[half:])}, indent=2) + "\n")
-    print(f"{len(runs)} runs: {half} tuning, {len(runs) - half} held out (seed {seed}) -> {SPLIT}")
+    done = json.loads(SPLIT.read_text()) if SPLIT.exists() else None
+    named = set() if done is None else set(half(done, "tuning")) | set(half(done, "held_out"))
+    new = [r for r in runs if r not in named]
+    if not new:
+        sys.exit("every run of the corpus is split already")
+    random.Random(seed).shuffle(new)
+    cut = len(new) // 2
+    part = {"seed": seed, "tuning": sorted(new[:cut]), "held_out": sorted(new[cut:])}
+    if done is None:
+        done = {**part, "method": "random.Random(seed).shuffle(sorted(run ids)); the first half tunes, the rest is "
+                "held out; runs added later are split the same way with a seed of their own, under `added`"}
+    else:
+        done.setdefault("added", []).append(part)
+    SPLIT.write_text(json.dumps(done, indent=2) + "\n")
+    print(f"{len(new)} runs: {cut} tuning, {len(new) - cut} held out (seed {seed}) -> {SPLIT}")
+
+
+def half(split_file: dict, which: str) -> list[str]:
+    """The runs of one half, over the first split and every later one."""
+    return split_file[which] + [r for part in split_file.get("added", []) for r in part[which]]
 
 
 def cell(found: list[str], missed: list[str], false: list[str], error: str) -> str:
@@ -142,8 +159,8 @@ def cell(found: list[str], missed: list[str], false: list[str], error: str) -> s
     return "; ".join(p for p in parts if p) or "right (nothing expected, nothing fired)"
 
 
-def table(half: str, rldoctor: str | None) -> None:
-    chosen = json.loads(SPLIT.read_text())[half]
+def table(which: str, rldoctor: str | None) -> None:
+    chosen = half(json.loads(SPLIT.read_text()), which)
     totals = {"grposcope": [0, 0, 0, 0], "rldoctor": [0, 0, 0, 0]}  # found, missed, false alarms, unreadable
     print("| run | callout: fire | grposcope fired (info) | grposcope verdict | rldoctor fired (info) | "
           "rldoctor verdict |")
@@ -184,8 +201,6 @@ def main() -> None:
     t.add_argument("--rldoctor", help="rldoctor 0.2.0's rl-doctor command (a scratch venv's)")
     args = parser.parse_args()
     if args.command == "split":
-        if SPLIT.exists():
-            sys.exit(f"{SPLIT} exists: the corpus is split once")
         split(args.seed)
     else:
         table(args.half, args.rldoctor)
