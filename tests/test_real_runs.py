@@ -22,6 +22,10 @@ CALL = re.compile(r"^\s*-\s*`?(\w+)`?\s*:\s*\**(fire|quiet|cannot tell)", re.I)
 DISAGREE = {
     ("csd-qwen35-steplogs", "plateau"): "the stall is explained by saturation (78% of groups collapsed, most of them "
                                         "all-correct): advantage_collapse names that cause, plateau stays quiet",
+    ("t-gsm8k-grpo-llama8b-unsloth", "gradient_pathology"): "a borderline call (three isolated spikes of 6-12x); one "
+                                                            "is 6 robust SDs out on the log scale: info, not a warning",
+    ("t-tsc-grpo-qwen05b-console", "reward_composition"): "the log's one reward function sums both terms; the dead "
+                                                          "term shows only in printed reward blocks, not in metrics",
 }
 
 

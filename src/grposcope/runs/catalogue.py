@@ -89,13 +89,15 @@ ENTRIES: tuple[Metric, ...] = (
        trl=("reward",), verl=("critic/score/mean", "critic/rewards/mean"), other=("reward_mean", "rewards/mean"),
        detectors=("advantage_collapse", "entropy_collapse", "reward_hacking", "plateau", "length_growth")),
     _m(REWARD_STD, "standard deviation of the step's rewards", ">= 0", "reward", trl=("reward_std",),
-       verl=("critic/score/std",), other=("reward_std",), detectors=("reward_composition",)),
+       verl=("critic/score/std",), other=("reward_std", "rewards/std"), detectors=("reward_composition",)),
     _m(REWARD_MIN, "smallest reward of the step", "the reward's scale", "reward", verl=("critic/score/min",),
+       other=("rewards/min",),
        detectors=("advantage_collapse",)),
     _m(REWARD_MAX, "largest reward of the step", "the reward's scale", "reward", verl=("critic/score/max",),
+       other=("rewards/max",),
        detectors=("advantage_collapse",)),
     _m(REWARD_FUNC_MEAN, "mean of one reward function's values", "that function's scale", "reward",
-       trl=("rewards/<func>/mean",), detectors=("reward_composition",)),
+       trl=("rewards/<func>/mean", "rewards/<func>"), detectors=("reward_composition",)),  # TRL <= 0.15: no /mean
     _m(REWARD_FUNC_STD, "standard deviation of one reward function's values", ">= 0", "reward",
        trl=("rewards/<func>/std",), detectors=("reward_composition",)),
     _m(ENTROPY, "mean per-token entropy of the policy over completion tokens", ">= 0", "nats",
@@ -154,13 +156,17 @@ _PATTERNS: list[tuple[re.Pattern, str, int]] = []  # (alias pattern, canonical w
 for _entry in ENTRIES:
     for _rank, _alias in enumerate(_entry.aliases()):
         if "<func>" in _alias:
-            _PATTERNS.append((re.compile(re.escape(_alias).replace("<func>", "(.+)") + "$"),
+            _PATTERNS.append((re.compile(re.escape(_alias).replace("<func>", "([^/]+)") + "$"),
                               _entry.name.replace("<func>", r"\1"), _rank))
         else:
             _EXACT.setdefault(_alias, (_entry.name, _rank))
 # The logger prefixes of Hugging Face's TensorBoard and W&B callbacks (train/<key>, eval/<key>) and verl's
 # validation keys (val-core/<data source>/<reward key>/mean@1, val/test_score/<data source>).
 _EVAL_PATTERNS = (re.compile(r"val-core/.+/(?:reward|acc|score)/mean@[0-9]+$"), re.compile(r"val/test_score/.+$"))
+# verl's val-aux holds the same mean@N when val-core is not logged (or a console line was cut before it); of its
+# keys in one record, accuracy before score before reward (the reward may hold shaping terms)
+_AUX_EVAL = re.compile(r"val-aux/.+/(acc|score|reward)/mean@[0-9]+$")
+_AUX_RANK = {"acc": 91, "score": 92, "reward": 93}
 _PREFIXES = ("train/", "eval/", "eval_")  # not train_: transformers' run totals (train_loss, train_runtime)
 # grposcope's own families (docs/metrics.md documents each name): a key of one of these is known, read as it is
 # logged, by the report's plots and tables when not by a detector (the TRL integration logs them too)
@@ -249,6 +255,8 @@ def _engine_name(key: str) -> tuple[str, int] | None:
                 return match.expand(name), rank
     if any(p.match(key) for p in _EVAL_PATTERNS):
         return EVAL, 90
+    if (aux := _AUX_EVAL.match(key)) is not None:
+        return EVAL, _AUX_RANK[aux.group(1)]
     for candidate in _candidates(key):
         if candidate.startswith(OWN_FAMILIES):
             return candidate, 50

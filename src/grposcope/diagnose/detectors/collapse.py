@@ -6,7 +6,7 @@ import numpy as np
 
 from ...runs import catalogue as c
 from .. import stats
-from ..findings import ACR_PAPER, DAPO, REINFORCE_ADA, SEVERITIES, Fix
+from ..findings import ACR_PAPER, DAPO, REINFORCE_ADA, SEVERITIES, Fix, rank
 from ..signals import collapse_series, group_size, no_signal_mask, signal_known
 from .base import Detector, alarm_rules, alarm_steps, register, spans
 
@@ -131,6 +131,9 @@ class AdvantageCollapse(Detector):
 
 # no_signal_steps: steps with no gradient at all. A streak of NO_SIGNAL_STREAK is the no-signal alarm's rule.
 NO_SIGNAL_WARNING_COUNT, NO_SIGNAL_WARNING_SHARE, NO_SIGNAL_CRITICAL_SHARE = 3, 0.05, 0.25
+# steps whose rewards all agreed while a KL term kept the gradient non-zero: no harm from AdamW's moments, but the
+# generation bought no reward signal; a warning once a quarter of the steps are such (a saturated run's few are not)
+KL_ONLY_WARNING_SHARE = 0.25
 
 
 @register
@@ -154,17 +157,27 @@ class NoSignalSteps(Detector):
         empty = no_signal_mask(view)
         steps = np.asarray(run.steps)
         known = signal_known(view)
-        count, total = int(empty.sum()), int(known.sum())
-        if count == 0:
+        with np.errstate(invalid="ignore"):  # the reward taught nothing, a KL term still moved the weights
+            kl_only = ~empty & (view.array(c.REWARD_STD) == 0.0) & (view.array(c.GRAD_NORM) > 0)
+        count, total, others = int(empty.sum()), int(known.sum()), int(kl_only.sum())
+        if count == 0 and others == 0:
             return []
-        share = count / total
+        share, kl_share = count / total, others / total
         streak = stats.longest_streak(empty[known])
         rules = alarm_rules(view)
         severity = ("critical" if share >= NO_SIGNAL_CRITICAL_SHARE or streak >= rules.no_signal_steps else
-                    "warning" if count >= NO_SIGNAL_WARNING_COUNT or share >= NO_SIGNAL_WARNING_SHARE else "info")
+                    "warning" if count >= NO_SIGNAL_WARNING_COUNT or share >= NO_SIGNAL_WARNING_SHARE else
+                    "info" if count else None)
+        if kl_share >= KL_ONLY_WARNING_SHARE and rank(severity or "info") < rank("warning"):
+            severity = "warning"
+        severity = severity or "info"
         where = steps[empty]
-        evidence = [f"{count} of {total} logged steps ({share:.0%}) had no gradient signal: steps {spans(where)}",
-                    f"longest run of such steps: {streak}"]
+        evidence = ([f"{count} of {total} logged steps ({share:.0%}) had no gradient signal: steps {spans(where)}",
+                     f"longest run of such steps: {streak}"] if count else [])
+        if others:
+            evidence.append(f"{others} of {total} logged steps ({kl_share:.0%}) had a reward std of exactly 0 and a "
+                            f"gradient all the same (steps {spans(steps[kl_only])}): every completion scored alike, "
+                            "so only the KL term (or another regulariser) moved the weights")
         grad = view.array(c.GRAD_NORM)
         if np.isfinite(grad[empty]).any():
             evidence.append("grad_norm is exactly 0 on "
@@ -174,13 +187,15 @@ class NoSignalSteps(Detector):
             evidence.append(f"the reward's std is exactly 0 on {int((std[empty] == 0).sum())} of them: every "
                             "completion of the step scored alike, so every group's advantage was 0 (inferred)")
         skipped = view.array(c.SKIPPED_NO_SIGNAL)
-        if np.isfinite(skipped).any():
+        if not count:
+            pass  # only KL-only steps: nothing skipped, no step without a gradient
+        elif np.isfinite(skipped).any():
             who = ("grposcope skipped the optimizer step on {} of them (skip_no_signal_steps)"
                    if view.run.source in ("grposcope", "simulate") else
                    "the log's skipped flag says {} of them took no update")
             evidence.append(who.format(int((skipped[empty] >= 0.5).sum()))
                             + ": the weights stayed put, the generation was still paid for")
-            if (skipped[empty] >= 0.5).all():  # no harm done to the weights: one level lower
+            if (skipped[empty] >= 0.5).all() and not kl_share >= KL_ONLY_WARNING_SHARE:  # no harm to the weights
                 severity = SEVERITIES[max(0, SEVERITIES.index(severity) - 1)]
         else:
             lr = view.array(c.LEARNING_RATE)[empty]
@@ -191,5 +206,8 @@ class NoSignalSteps(Detector):
         if on:
             evidence.append(f"grposcope's no-signal rule ({rules.no_signal_steps} such steps in a row) was on from "
                             f"step {on[0]}")
-        return [self.finding(severity, int(where[0]), f"{count} of {total} optimizer steps had no gradient signal",
-                             evidence, steps=count, share=share, streak=streak)]
+        title = (f"{count} of {total} optimizer steps had no gradient signal" if count else
+                 f"{others} of {total} optimizer steps had no reward signal (a KL-only update)")
+        first = int(min([*where, *steps[kl_only]]))
+        return [self.finding(severity, first, title, evidence, steps=count, share=share, streak=streak,
+                             reward_silent_steps=others)]

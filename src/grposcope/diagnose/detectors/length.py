@@ -14,6 +14,7 @@ LENGTH_CRITICAL = 3.0
 TREND_ALPHA = 0.01
 EVAL_ALPHA = 0.05  # the held-out score has few points: a looser test, stated in the evidence
 EVAL_GAIN = 0.03  # ... and the fitted line must gain at least this over the run (3 points of accuracy) to pay
+CUT_WARNING = 0.10  # truncation's warning level: growth that pushes this share into the cap does not pay
 EVAL_SHARE = 0.15  # ... and at least this share of the training reward's fitted gain (reward_hacking's HACK_TRANSFER)
 
 SHORTER = Fix(
@@ -53,6 +54,10 @@ class LengthGrowth(Detector):
                     f"{end:.0f} (last tenth), Theil-Sen slope {t.slope:+.3g} tokens per step ({p_text(t.p)})"]
         name, score = _score_trend(view)
         first = int(x[np.argmax(length >= LENGTH_GROWTH * start)])
+        _, cut = view[c.TRUNCATED]
+        cut_recent = stats.level(stats.tail(cut)) if len(cut) else 0.0
+        cut_line = (f"{cut_recent:.0%} of completions now hit the length cap (median over the last quarter): the "
+                    "growth runs into the cap, where an answer is cut and scored wrong")
         if score is not None:
             ex, ey = view[c.EVAL]
             evidence.append(f"the held-out score ({name}) over the same run: {ey[0]:.3f} -> {ey[-1]:.3f}, slope "
@@ -63,6 +68,9 @@ class LengthGrowth(Detector):
             # pays: the held-out score rises, by 3 points and by a share of the training reward's gain (a score
             # that moves 0.03 while the reward moves 0.70 is the training reward being gamed, not reasoning)
             pays = held_out_gain >= max(EVAL_GAIN, EVAL_SHARE * reward_gain)
+            if pays and cut_recent >= CUT_WARNING:  # grown into the cap: cut answers score wrong, whatever pays
+                pays = False
+                evidence.append(cut_line)
             if not pays and score.rising(EVAL_ALPHA) and held_out_gain >= EVAL_GAIN:
                 evidence.append(f"the held-out gain, {held_out_gain:+.3f}, is under {EVAL_SHARE:.0%} of the training "
                                 f"reward's, {reward_gain:+.3f}: the longer answers do not pay on held-out prompts")
@@ -72,7 +80,9 @@ class LengthGrowth(Detector):
         else:
             rx, ry = view[c.REWARD]
             reward = stats.trend(rx, ry)
-            if reward.rising(TREND_ALPHA):
+            if reward.rising(TREND_ALPHA) and cut_recent >= CUT_WARNING:
+                evidence.append(cut_line)
+            elif reward.rising(TREND_ALPHA):
                 evidence.append(f"the training reward rises too ({p_text(reward.p)}), but no held-out score was "
                                 "logged to tell longer reasoning from padding")
                 return [self.finding("info", first, "completions grow longer while the reward rises; log a "

@@ -78,7 +78,7 @@ def _loop(line: str) -> tuple[int, dict[str, Any]] | None:
     if match is None:
         return None
     pairs = {k: v for k, v in PAIR.findall(match.group(2))}
-    return (int(match.group(1)), pairs) if pairs else None
+    return (int(match.group(1)), pairs) if len(pairs) >= 2 else None  # one `x: 3` after a step is prose
 
 
 def dialect(path: Path) -> str | None:

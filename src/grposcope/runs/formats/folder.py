@@ -27,7 +27,7 @@ def _claimed(folder: Path) -> list[tuple[Path, LogFormat]]:
     from . import formats
 
     found = []
-    for path in sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")):
+    for path in sorted(p for p in folder.iterdir() if p.is_file() and p.name not in (".DS_Store",)):
         fmt = next((f for f in formats() if f.name != "folder" and f.claims(path)), None)
         if fmt is not None:
             found.append((path, fmt))

@@ -38,8 +38,9 @@ def claims(path: Path) -> bool:
         first = _first_line(path).decode("utf-8", "replace").strip()
     except OSError:
         return False
-    if kind == "json":
-        return bool(_json_list(path)) and any(isinstance(v, (int, float)) for v in _json_list(path)[0].values())
+    if kind == "json" and first.startswith("["):
+        records = _json_list(path)
+        return bool(records) and any(isinstance(v, (int, float)) for v in records[0].values())
     if kind == "csv":
         return len(first.split("\t" if path.suffix.lower() == ".tsv" else ",")) >= 2
 
@@ -66,7 +67,7 @@ def _json_list(path: Path) -> list[dict[str, Any]]:
 
 
 def _records(path: Path, problems: list[str]) -> Iterator[dict[str, Any]]:
-    if SUFFIXES[path.suffix.lower()] == "json":
+    if SUFFIXES[path.suffix.lower()] == "json" and _first_line(path).lstrip()[:1] == b"[":
         yield from _json_list(path)
     elif SUFFIXES[path.suffix.lower()] == "csv":
         if path.suffix.lower() == ".tsv":
@@ -103,5 +104,6 @@ def read(path: Path, name: str, options: ReadOptions, held_out: bool = False) ->
     if not collect.rows:
         raise ValueError(f"{path} holds no step metrics: no record has a whole-number step in {key!r}")
     kind = SUFFIXES[path.suffix.lower()]
+    kind = "jsonl" if kind == "json" and _first_line(path).lstrip()[:1] != b"[" else kind  # JSON lines named .json
     run = collect.run(name, kind, f"a {kind.upper()} of step metrics ({path.name}, steps in {key!r})")
     return run
