@@ -279,8 +279,8 @@ class Plateau(Detector):
         severity = "warning" if flat / length >= PLATEAU_WARNING else "info"
         evidence = [f"{name} rose from {start:.3f} to {top:.3f} by step {int(x[reached])} and stayed there (a line "
                     f"fitted to every logged point, rising then flat; the points scatter {noise:.3f} around it); the "
-                    f"last {flat:.0f} steps ({flat / length:.0%} of the run) added "
-                    f"{stats.level(stats.tail(y, 0.1)) - stats.level(y[max(0, reached - 2):reached + 3]):+.3f}",
+                    f"last {flat:.0f} steps ({flat / length:.0%} of the run) added {rest:+.3f} on a line fitted to "
+                    "them",
                     f"slope since then {after.slope:+.2e} per step ({p_text(after.p)})"]
         return [self.finding(severity, x[reached], f"no gain for the last {flat:.0f} steps", evidence,
                              since=float(x[reached]), share=flat / length)]
