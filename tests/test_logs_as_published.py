@@ -194,3 +194,18 @@ def test_console_output_of_trl_and_verl_is_read(tmp_path):
         load_run(loop)
     run = load_run(loop, options=ReadOptions(pattern=r"it (?P<step>\d+): R (?P<reward>[-.\d]+)"))
     assert run.steps == list(range(1, 11)) and math.isclose(run.values("reward/mean")[-1], 0.1)
+
+
+def test_a_trl_folder_reads_without_the_tensorboard_package(tmp_path, monkeypatch):
+    """A plain install may lack tensorboard: the state is the run, the events in runs/ an addition (said)."""
+    import grposcope.runs.formats.tensorboard as tb
+
+    def missing(*args, **kwargs):
+        raise ModuleNotFoundError("No module named 'tensorboard'")
+
+    records = [{"step": s, "loss": 0.01, "reward": 0.3} for s in range(1, 6)]
+    (tmp_path / "trainer_state.json").write_text(json.dumps(trl_state(records)))
+    _events(tmp_path / "runs" / "Nov26_22-00-00_host", {1: {"reward": 0.3}})
+    monkeypatch.setattr(tb, "read_tensorboard", missing)
+    run = load_run(tmp_path)
+    assert run.steps == [1, 2, 3, 4, 5] and any("pip install tensorboard" in n for n in run.notes)

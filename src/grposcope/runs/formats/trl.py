@@ -91,6 +91,10 @@ def _join_tensorboard(run: Run, folder: Path, name: str, options: ReadOptions) -
     except ValueError as err:
         run.notes.append(f"{events}: not joined ({err})")
         return
+    except ImportError:  # the state alone still reads: the events are an addition, not the run
+        run.notes.append(f"{events}: TensorBoard events not joined (reading them needs the tensorboard package: "
+                         "pip install tensorboard)")
+        return
     added = join_runs(run, logged)
     folders = run_folders(files)
     run.found += f", joined with the TensorBoard events in {logged.found.split(' in ', 1)[-1]}"
