@@ -28,8 +28,8 @@ LEAST = 4  # logged points an inferred collapse series needs (a logged one is re
 
 def no_signal_mask(view: "View") -> np.ndarray:
     """Per logged step (aligned with run.steps): True where the step had no signal: a gradient norm of exactly 0,
-    a skipped flag, every group at zero advantage after the sampler (acr_post = 1), or a reward std of exactly 0
-    (every completion of the step scored alike)."""
+    a skipped flag, every group at zero advantage after the sampler (acr_post = 1), or, where no gradient norm
+    was logged, a reward std of exactly 0 (every completion of the step scored alike)."""
     if "no_signal" not in view.memo:
         grad = view.array(c.GRAD_NORM)
         skipped = view.array(c.SKIPPED_NO_SIGNAL)

@@ -208,10 +208,16 @@ _SECTIONS = ("train/", "training/", "actor/", "critic/", "rollout/", "rollouts/"
 _STATISTICS = ("/mean", "_mean", "/avg", "_avg", "/average")
 
 
+def fold(key: str) -> str:
+    """A key with case and separators folded: lower case, `-` and runs of spaces as `_`. `Global-Step` ->
+    `global_step`."""
+    return "_".join(key.strip().lower().replace("-", "_").split())
+
+
 def normalise(key: str) -> str:
-    """A key as `PLAIN` spells it: lower case, `-`, `.` and spaces as `_`, a logger's section prefix and a
-    `mean` suffix dropped. `Train/Policy-Entropy_Mean` -> `policy_entropy`."""
-    out = "_".join(key.strip().lower().replace("-", "_").replace(".", "_").split())
+    """A key as `PLAIN` spells it: folded (`fold`, `.` as `_` too), a logger's section prefix and a `mean` suffix
+    dropped. `Train/Policy-Entropy_Mean` -> `policy_entropy`."""
+    out = fold(key.replace(".", "_"))
     for section in _SECTIONS:
         if out.startswith(section) and len(out) > len(section):
             out = out[len(section):]

@@ -16,12 +16,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from .catalogue import SKIPPED_NO_SIGNAL, by_engine_name, resolve
+from .catalogue import SKIPPED_NO_SIGNAL, by_engine_name, fold, resolve
 from .record import Run
 
 # The step column, most specific first: W&B's own `_step` counts log calls, which transformers makes several of
-# per optimizer step (train and eval), so its `train/global_step` is preferred. Matched after `normalise`-like
-# folding of case and separators (`Step`, `Global-Step`), so `iteration`, `iter`, `update` of hand-written loops
+# per optimizer step (train and eval), so its `train/global_step` is preferred. Matched after folding case and
+# separators (catalogue.fold) (`Step`, `Global-Step`), so `iteration`, `iter`, `update` of hand-written loops
 # count too; `--step_key` names any other.
 STEP_KEYS = ("step", "global_step", "train/global_step", "trainer/global_step", "_step", "iteration", "iter",
              "update", "updates", "train_step", "training_step", "optimizer_step", "steps", "it", "epoch_step")
@@ -33,11 +33,7 @@ UNKNOWN_RANK = 99  # a key the catalogue does not know: any spelling it knows is
 MAPPED_RANK = -1  # a key the user mapped (--map KEY=METRIC) wins over every spelling in its record
 
 
-def _fold(key: str) -> str:
-    return "_".join(key.strip().lower().replace("-", "_").split())
-
-
-_FOLDED_STEPS = {_fold(k): i for i, k in enumerate(STEP_KEYS)}
+_FOLDED_STEPS = {fold(k): i for i, k in enumerate(STEP_KEYS)}
 
 
 def step_column(keys: Iterator[str] | list[str], given: str | None = None) -> str | None:
@@ -46,7 +42,7 @@ def step_column(keys: Iterator[str] | list[str], given: str | None = None) -> st
     keys = list(keys)
     if given is not None:
         return given if given in keys else None
-    ranked = sorted((_FOLDED_STEPS[_fold(k)], k) for k in keys if _fold(k) in _FOLDED_STEPS)
+    ranked = sorted((_FOLDED_STEPS[fold(k)], k) for k in keys if fold(k) in _FOLDED_STEPS)
     return ranked[0][1] if ranked else None
 
 
@@ -248,9 +244,9 @@ def jsonl_records(path: Path, problems: list[str]) -> Iterator[dict[str, Any]]:
         problems.append(f"{path}: {len(bad)} line(s) are not JSON objects (the first: line {bad[0]}); skipped")
 
 
-def csv_records(path: Path) -> Iterator[dict[str, Any]]:
+def csv_records(path: Path, delimiter: str = ",") -> Iterator[dict[str, Any]]:
     with path.open(newline="", encoding="utf-8", errors="replace") as handle:
-        for row in csv.DictReader(handle):
+        for row in csv.DictReader(handle, delimiter=delimiter):
             yield {k: v for k, v in row.items() if k is not None and v not in ("", None)}
 
 

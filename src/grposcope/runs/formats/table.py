@@ -6,7 +6,6 @@ it, a JSON list of objects, a CSV (or TSV) with a header row. The step column is
 
 from __future__ import annotations
 
-import csv
 import json
 from itertools import islice
 from pathlib import Path
@@ -30,20 +29,28 @@ def _first_line(path: Path) -> bytes:
         return handle.readline(1 << 16)
 
 
+def _kind(path: Path) -> str:
+    """"jsonl", "json" (a list of objects), "csv" or "tsv", by suffix and, for .json, by its first character (a
+    loop's JSON lines are often named .json)."""
+    kind = SUFFIXES[path.suffix.lower()]
+    if kind == "json" and _first_line(path).lstrip()[:1] != b"[":
+        return "jsonl"
+    return "tsv" if path.suffix.lower() == ".tsv" else kind
+
+
 def claims(path: Path) -> bool:
-    kind = SUFFIXES.get(path.suffix.lower())
-    if kind is None or not path.is_file() or not_a_file(path) is not None:
+    if path.suffix.lower() not in SUFFIXES or not path.is_file() or not_a_file(path) is not None:
         return False
     try:
+        kind = _kind(path)
         first = _first_line(path).decode("utf-8", "replace").strip()
     except OSError:
         return False
-    if kind == "json" and first.startswith("["):
+    if kind == "json":
         records = _json_list(path)
         return bool(records) and any(isinstance(v, (int, float)) for v in records[0].values())
-    if kind == "csv":
-        return len(first.split("\t" if path.suffix.lower() == ".tsv" else ",")) >= 2
-
+    if kind in ("csv", "tsv"):
+        return len(first.split("\t" if kind == "tsv" else ",")) >= 2
     try:
         record = json.loads(first)
     except ValueError:
@@ -66,16 +73,13 @@ def _json_list(path: Path) -> list[dict[str, Any]]:
     return records if ok else []
 
 
-def _records(path: Path, problems: list[str]) -> Iterator[dict[str, Any]]:
-    if SUFFIXES[path.suffix.lower()] == "json" and _first_line(path).lstrip()[:1] == b"[":
-        yield from _json_list(path)
-    elif SUFFIXES[path.suffix.lower()] == "csv":
-        if path.suffix.lower() == ".tsv":
-            with path.open(newline="", encoding="utf-8", errors="replace") as handle:
-                for row in csv.DictReader(handle, delimiter="\t"):
-                    yield {k: v for k, v in row.items() if k is not None and v not in ("", None)}
-        else:
-            yield from csv_records(path)
+def _records(path: Path, kind: str, problems: list[str], parsed: list[dict[str, Any]] | None = None
+             ) -> Iterator[dict[str, Any]]:
+    """The file's records, one at a time; a JSON list from `parsed` (it is parsed whole, so once)."""
+    if parsed is not None:
+        yield from parsed
+    elif kind in ("csv", "tsv"):
+        yield from csv_records(path, "\t" if kind == "tsv" else ",")
     else:
         yield from jsonl_records(path, problems)
 
@@ -85,15 +89,16 @@ def _records(path: Path, problems: list[str]) -> Iterator[dict[str, Any]]:
 def read(path: Path, name: str, options: ReadOptions, held_out: bool = False) -> Run:
     """The table's steps; `held_out`: the file holds an evaluation's figures (a run folder's `eval_history.json`),
     so its keys are read as held-out ones (`accuracy` as `eval_accuracy`)."""
-    problems: list[str] = []
-    head = list(islice(_records(path, problems), PEEK))
+    kind = _kind(path)
+    parsed = _json_list(path) if kind == "json" else None
+    head = list(islice(_records(path, kind, [], parsed), PEEK))
     keys = list(dict.fromkeys(k for r in head for k in r))
     key = step_column(keys, options.step_key)
     if key is None:
         raise no_step_column(path, keys, options.step_key)
     collect = Collector(path, dict(options.mapping), key, held_out=held_out)
     stepless = 0
-    for record in _records(path, collect.problems):
+    for record in _records(path, kind, collect.problems, parsed):
         step = step_of(record, key)
         if step is None:
             stepless += 1
@@ -103,7 +108,5 @@ def read(path: Path, name: str, options: ReadOptions, held_out: bool = False) ->
         collect.problems.append(f"{path}: {stepless} record(s) without a whole-number step in {key!r}; skipped")
     if not collect.rows:
         raise ValueError(f"{path} holds no step metrics: no record has a whole-number step in {key!r}")
-    kind = SUFFIXES[path.suffix.lower()]
-    kind = "jsonl" if kind == "json" and _first_line(path).lstrip()[:1] != b"[" else kind  # JSON lines named .json
-    run = collect.run(name, kind, f"a {kind.upper()} of step metrics ({path.name}, steps in {key!r})")
-    return run
+    kind = "csv" if kind == "tsv" else kind
+    return collect.run(name, kind, f"a {kind.upper()} of step metrics ({path.name}, steps in {key!r})")
