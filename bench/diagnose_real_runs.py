@@ -147,8 +147,11 @@ def split(seed: int) -> None:
 
 
 def half(split_file: dict, which: str) -> list[str]:
-    """The runs of one half, over the first split and every later one."""
-    return split_file[which] + [r for part in split_file.get("added", []) for r in part[which]]
+    """The runs of one half, over the first split and every later one. Held-out runs that were reported and then
+    read to change the code (`seen`) count as tuning runs from then on."""
+    runs = split_file[which] + [r for part in split_file.get("added", []) for r in part[which]]
+    seen = split_file.get("seen", {}).get("runs", [])
+    return runs + seen if which == "tuning" else [r for r in runs if r not in seen]
 
 
 def cell(found: list[str], missed: list[str], false: list[str], error: str) -> str:

@@ -297,3 +297,16 @@ def test_a_csv_export_as_the_wandb_ui_writes_it(tmp_path):
     assert run.nonfinite == {"grad_norm": [2, 3]} and run.unknown == {"custom": 3}
     assert run.series["custom"] == [7.0, 8.0, 9.0]
     assert len(run.problems) == 2 and "'n/a' at step 3" in run.problems[0]
+
+
+def test_the_formats_are_asked_in_one_order_whichever_module_was_imported_first():
+    """A format module imported before the registry (a test, a user's script) must not move its format ahead of
+    more specific ones: a TRL folder with runs/ would then read as TensorBoard."""
+    import subprocess
+    import sys
+
+    script = ("import grposcope.runs.formats.{} as _\nfrom grposcope.runs.formats import formats\n"
+              "print(' '.join(f.name for f in formats()))")
+    orders = {subprocess.run([sys.executable, "-c", script.format(m)], capture_output=True, text=True,
+                             check=True).stdout for m in ("tensorboard", "console", "trl")}
+    assert len(orders) == 1 and orders.pop().split()[:2] == ["grposcope", "trl"]

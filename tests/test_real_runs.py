@@ -16,7 +16,9 @@ from grposcope.runs import load_runs
 
 CORPUS = Path(__file__).parent / "fixtures" / "real_runs"
 SPLIT = json.loads((CORPUS / "SPLIT.json").read_text())
-TUNING = SPLIT["tuning"] + [r for part in SPLIT.get("added", []) for r in part["tuning"]]
+# the tuning half, and the held-out runs that were reported and then read to change the code (SPLIT.json: seen)
+TUNING = (SPLIT["tuning"] + [r for part in SPLIT.get("added", []) for r in part["tuning"]]
+          + SPLIT.get("seen", {}).get("runs", []))
 CALL = re.compile(r"^\s*-\s*`?(\w+)`?\s*:\s*\**(fire|quiet|cannot tell)", re.I)
 # where grposcope and the callout disagree on purpose, and why
 DISAGREE = {
@@ -26,6 +28,32 @@ DISAGREE = {
                                                             "is 6 robust SDs out on the log scale: info, not a warning",
     ("t-tsc-grpo-qwen05b-console", "reward_composition"): "the log's one reward function sums both terms; the dead "
                                                           "term shows only in printed reward blocks, not in metrics",
+}
+
+# the held-out runs of the first split, read after their table was reported (SPLIT.json: seen): what grposcope still
+# misses there, and why. The callout is right; a change that finds one fails here, so that its entry goes
+KNOWN_MISSES = {
+    ("cas-threestage-stage2", "gradient_pathology"): "three spikes of 5-6x on a norm that is volatile throughout "
+                                                     "(26 of 160 rows above 3): under 6 robust SDs on the log scale",
+    ("dapo-vl3b-terminal-md", "gradient_pathology"): "12 of its 18 norms are exactly 0 (no_signal_steps): the 6 left "
+                                                     "are under the 8 the spike test needs",
+    ("dapo-vl3b-terminal-md", "reward_composition"): "the per-function rewards are in emoji summary lines, which the "
+                                                     "console reader does not read",
+    ("memredteam-stage1", "reward_composition"): "its terms are plain columns (retrieval_reward, noop_penalty, ...): "
+                                                 "no name says they are the reward's parts",
+    ("memredteam-stage1", "plateau"): "a gain of 0.42 against a per-step scatter of 0.23 (the rule needs 2x); binning "
+                                      "the steps before the fit found it, but made two quiet runs fire (cas-wordle, "
+                                      "verilog), so it was not kept",
+    ("recsys-grpo-lambda1", "reward_hacking"): "its held-out columns (ndcg@10, recall@10) are not named as a score: "
+                                               "--map ndcg@10=eval/accuracy reads them",
+    ("recsys-grpo-lambda1", "reward_composition"): "its terms (ndcg_mean, cold_bonus_mean) are plain columns",
+    ("v-retool-grpo-3b-inreward-kl005-collapse", "kl_drift"): "verl's in-reward KL (actor/reward_kl_penalty) is not "
+                                                              "read as kl/mean: read so, v-retool-grpo-3b-kl0001-"
+                                                              "stdfilter (0.55 -> 0.69, quiet by its callout) fires",
+    ("v-retool-grpo-3b-inreward-kl005-collapse", "reward_hacking"): "the task score falls with the held-out score; "
+                                                                    "the rising reward is the KL-penalised one",
+    ("v-retool-grpo-3b-inreward-kl005-collapse", "reward_composition"): "one score and one penalty, not reward "
+                                                                        "functions",
 }
 
 
@@ -50,6 +78,9 @@ def test_a_tuning_run_reads_as_published_and_fires_what_its_callout_says(name):
         fired |= {f.detector for f in diagnose(one).findings if f.severity in ("warning", "critical")}
     for detector, call in expected.items():
         if (name, detector) in DISAGREE:
+            continue
+        if (name, detector) in KNOWN_MISSES:
+            assert detector not in fired, f"{name}: {detector} is found now: remove it from KNOWN_MISSES"
             continue
         if call == "fire":
             assert detector in fired, f"{name}: {detector} did not fire (fired: {sorted(fired)})"

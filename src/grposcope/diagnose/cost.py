@@ -57,7 +57,8 @@ class Cost:
         if self.samples_share is None:
             return f"cost: not computed ({MISSING})"
         text = (f"cost: {self.samples_share:.1%} of generated samples and {self.tokens_share:.1%} of generated "
-                f"tokens bought no gradient ({self.steps_without_signal} of {self.steps} steps without signal)")
+                f"tokens bought no gradient ({self.steps_without_signal} of {self.steps} steps without reward "
+                "signal)")
         if self.wasted_gpu_hours is not None:
             text += f"; {self.wasted_gpu_hours:,.2f} of {self.gpu_hours:,.2f} GPU-hours"
             if self.money is not None:
@@ -102,7 +103,9 @@ def run_cost(view: "View") -> Cost:
         else:
             tokens = samples
             basis.append("no completion lengths logged: the token share is the sample share")
-    cost = Cost(n, int(empty.sum()), _share(waste, samples), _share(waste, tokens), basis=basis)
+    with np.errstate(invalid="ignore"):  # no_signal_steps' two kinds: no gradient, or a KL-only one
+        silent = empty | (view.array(c.REWARD_STD) == 0.0)
+    cost = Cost(n, int(silent.sum()), _share(waste, samples), _share(waste, tokens), basis=basis)
     gpus = view.setting("gpus")
     if gpus:
         step_s = view.array(c.STEP_S)

@@ -89,7 +89,8 @@ def _inferred(view: "View") -> Collapse | None:
     if len(p) >= LEAST and p.min() >= 0 and p.max() <= 1:
         g, how = group_size(view)
         share[np.isin(steps, x)] = p**g + (1 - p) ** g
-        said.append(f"estimated from the mean reward as p^G + (1-p)^G, a lower bound (G = {g}: {how})")
+        said.append(f"estimated from the mean reward as p^G + (1-p)^G, a lower bound for a 0/1 reward (G = {g}: "
+                    f"{how})")
     with np.errstate(invalid="ignore"):  # every completion of a zero-std step scored alike: all groups collapsed
         empty = no_signal_mask(view) | (view.array(c.REWARD_STD) == 0.0)
     known = signal_known(view)

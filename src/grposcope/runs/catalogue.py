@@ -239,10 +239,36 @@ def resolve(key: str) -> tuple[str, int] | None:
     plain = normalise(key)
     if plain in PLAIN:
         return PLAIN[plain], 70
+    if (under := _under_reward(plain)) is not None:
+        return under, 75
     head, _, rest = plain.replace("/", "_", 1).partition("_")
     if head in _HELD_OUT_PREFIXES and normalise(rest) in _HELD_OUT_NAMES:
         return EVAL, 80
     return None
+
+
+# the statistics a logger writes under a reward's name (score/max, reward/std): never a reward function's name
+_REWARD_HEADS = ("reward", "rewards", "score", "scores")
+_REWARD_STATISTICS = {"mean": REWARD, "avg": REWARD, "std": REWARD_STD, "min": REWARD_MIN, "max": REWARD_MAX}
+_NOT_A_FUNCTION = {*_REWARD_STATISTICS, "median", "var", "sum", "count", "p10", "p50", "p90", "total",
+                   *(alias for alias, name in PLAIN.items() if name in (ACR, REWARD_STD))}
+
+
+def _under_reward(plain: str) -> str | None:
+    """A statistic or a function logged under a reward's name, in a logger's own words: `score/frac_zero_std` (a
+    zero-std share), `score/max`, `score/correctness` (the function's mean: `normalise` dropped `/mean`) and
+    `score/correctness/std`. verl writes its batch statistics under `critic/score/` and forks add their own there."""
+    head, _, rest = plain.partition("/")
+    if head not in _REWARD_HEADS or not rest:
+        return None
+    if rest in _REWARD_STATISTICS:
+        return _REWARD_STATISTICS[rest]
+    if PLAIN.get(rest) in (ACR, REWARD_STD):
+        return PLAIN[rest]
+    function, _, statistic = rest.partition("/")
+    if function in _NOT_A_FUNCTION or statistic not in ("", "std"):
+        return None
+    return REWARD_FUNC_STD.replace("<func>", function) if statistic else REWARD_FUNC_MEAN.replace("<func>", function)
 
 
 def by_engine_name(key: str) -> bool:
@@ -257,7 +283,7 @@ def _engine_name(key: str) -> tuple[str, int] | None:
         if candidate in _EXACT:
             return _EXACT[candidate]
         for pattern, name, rank in _PATTERNS:
-            if (match := pattern.match(candidate)) is not None:
+            if (match := pattern.match(candidate)) is not None and match.group(1) not in _NOT_A_FUNCTION:
                 return match.expand(name), rank
     if any(p.match(key) for p in _EVAL_PATTERNS):
         return EVAL, 90

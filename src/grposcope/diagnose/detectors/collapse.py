@@ -43,6 +43,17 @@ def _split(view, recent_steps: np.ndarray) -> tuple[float, float, str]:
         how = ("per group, from the rollouts" if view.run.from_rollouts
                else "logged: collapse/acr_all_wrong, _all_correct")
         return (w / (w + r), r / (w + r), how) if w + r > 0 else (0.5, 0.5, how)
+    with np.errstate(invalid="ignore"):  # a step whose every completion scored alike: its mean is the common reward
+        alike = (view.array(c.REWARD_STD) == 0.0) & np.isin(view.steps, recent_steps)
+    common = view.array(c.REWARD)[alike]
+    common = common[np.isfinite(common)]
+    if len(common) * 2 >= len(recent_steps):  # most recent steps say their common reward: read it, estimate nothing
+        w, r = int((common == 0.0).sum()), int((common == 1.0).sum())
+        how = (f"on the {len(common)} recent steps whose rewards were all equal, {w} scored 0 and {r} scored 1 "
+               f"for every completion; median {np.median(common):.3f}")
+        if w + r < len(common):
+            how += " (a reward neither 0 nor 1: whether it is a success is the reward's scale to say)"
+        return w / len(common), r / len(common), how
     x, p = view[c.REWARD]
     if len(p) and p.min() >= 0 and p.max() <= 1:
         p_recent = float(np.median(p[np.isin(x, recent_steps)])) if np.isin(x, recent_steps).any() else float(p[-1])
@@ -93,7 +104,8 @@ class AdvantageCollapse(Detector):
                      f"{1 / (1 - f):.1f} completions generated per completion that carries a gradient" if f < 0.99
                      else "almost no completion carried a gradient on those steps"]
         if how:
-            evidence.append(f"of the collapsed groups {wrong:.0%} all-wrong, {right:.0%} all-correct ({how})")
+            evidence.append(f"of the collapsed groups {wrong:.0%} all-wrong, {right:.0%} all-correct ({how})"
+                            if wrong + right > 0.99 else f"all-wrong or all-correct: {how}")
         t = stats.trend(x, acr)
         if t.p < 0.01 and len(acr) >= stats.SHORT_RUN:
             evidence.append(f"{'rising' if t.slope > 0 else 'falling'} over the run: Theil-Sen slope {t.slope:+.2e} "
@@ -132,8 +144,10 @@ class AdvantageCollapse(Detector):
 # no_signal_steps: steps with no gradient at all. A streak of NO_SIGNAL_STREAK is the no-signal alarm's rule.
 NO_SIGNAL_WARNING_COUNT, NO_SIGNAL_WARNING_SHARE, NO_SIGNAL_CRITICAL_SHARE = 3, 0.05, 0.25
 # steps whose rewards all agreed while a KL term kept the gradient non-zero: no harm from AdamW's moments, but the
-# generation bought no reward signal; a warning once a quarter of the steps are such (a saturated run's few are not)
-KL_ONLY_WARNING_SHARE = 0.25
+# generation bought no reward signal: a warning once a quarter of the steps are such (a saturated run's few are
+# not). Where advantage_collapse warns, it already names the same event as the cause (such a step counts there as
+# fully collapsed): then a warning here only once most steps bought nothing
+KL_ONLY_WARNING_SHARE, KL_ONLY_NAMED_SHARE = 0.25, 0.50
 
 
 @register
@@ -168,7 +182,9 @@ class NoSignalSteps(Detector):
         severity = ("critical" if share >= NO_SIGNAL_CRITICAL_SHARE or streak >= rules.no_signal_steps else
                     "warning" if count >= NO_SIGNAL_WARNING_COUNT or share >= NO_SIGNAL_WARNING_SHARE else
                     "info" if count else None)
-        if kl_share >= KL_ONLY_WARNING_SHARE and rank(severity or "info") < rank("warning"):
+        named = _collapse_warns(view)
+        if (kl_share >= (KL_ONLY_NAMED_SHARE if named else KL_ONLY_WARNING_SHARE)
+                and rank(severity or "info") < rank("warning")):
             severity = "warning"
         severity = severity or "info"
         where = steps[empty]
@@ -177,7 +193,8 @@ class NoSignalSteps(Detector):
         if others:
             evidence.append(f"{others} of {total} logged steps ({kl_share:.0%}) had a reward std of exactly 0 and a "
                             f"gradient all the same (steps {spans(steps[kl_only])}): every completion scored alike, "
-                            "so only the KL term (or another regulariser) moved the weights")
+                            "so only the KL term (or another regulariser) moved the weights"
+                            + ("; advantage_collapse counts them as its cause" if named else ""))
         grad = view.array(c.GRAD_NORM)
         if np.isfinite(grad[empty]).any():
             evidence.append("grad_norm is exactly 0 on "
@@ -211,3 +228,9 @@ class NoSignalSteps(Detector):
         first = int(min([*where, *steps[kl_only]]))
         return [self.finding(severity, first, title, evidence, steps=count, share=share, streak=streak,
                              reward_silent_steps=others)]
+
+
+def _collapse_warns(view) -> bool:
+    """advantage_collapse's own level test: its recent collapsed share at warning or above."""
+    found = collapse_series(view)
+    return found is not None and stats.level(stats.tail(found.share, 0.25)) >= COLLAPSE_WARNING

@@ -47,7 +47,14 @@ class GradientPathology(Detector):
         x, g = x[keep], g[keep]
         if len(g) < 8:
             return findings
-        findings += self._spikes(x, g) + self._vanishing(x, g)
+        with np.errstate(invalid="ignore"):
+            alike = np.isin(x, view.steps[view.array(c.REWARD_STD) == 0.0])
+        # the KL-only norms of steps whose rewards were all equal (no_signal_steps) are another population: a signal
+        # step among them is the reward coming back, not a spike, and a norm that falls with them is the signal
+        # gone, not a vanishing gradient. Each population is judged on its own
+        findings += self._spikes(x, g, [part for part in (~alike, alike) if part.sum() >= 8])
+        if (~alike).sum() >= 8:
+            findings += self._vanishing(x[~alike], g[~alike])
         return findings
 
     def _nonfinite(self, view) -> list[int]:
@@ -62,21 +69,27 @@ class GradientPathology(Detector):
             steps |= {int(x[i]) for i in rises}
         return sorted(steps)
 
-    def _spikes(self, x: np.ndarray, g: np.ndarray) -> list:
-        logs = np.log(g)
-        base = stats.rolling_median(logs, SPIKE_WINDOW)
-        resid = logs - base
-        scale = stats.mad(resid[np.isfinite(resid)]) or 1e-12
-        spike = np.isfinite(base) & (resid > math.log(SPIKE_RATIO)) & (resid / scale > SPIKE_Z)
+    def _spikes(self, x: np.ndarray, g: np.ndarray, parts: list[np.ndarray]) -> list:
+        spike, ratios, bases = np.zeros(len(g), dtype=bool), np.ones(len(g)), np.full(len(g), np.nan)
+        for part in parts:  # (n,) masks of the steps judged together
+            logs = np.log(g[part])
+            base = stats.rolling_median(logs, SPIKE_WINDOW)
+            resid = logs - base
+            scale = stats.mad(resid[np.isfinite(resid)]) or 1e-12
+            spike[part] = np.isfinite(base) & (resid > math.log(SPIKE_RATIO)) & (resid / scale > SPIKE_Z)
+            ratios[part], bases[part] = np.exp(resid), np.exp(base)
         n = int(spike.sum())
         if n == 0:
             return []
-        ratio = float(np.exp(resid[spike]).max())
+        largest = int(np.flatnonzero(spike)[np.argmax(ratios[spike])])
+        ratio = float(ratios[largest])
         severity = "warning" if n >= RECURRING or ratio >= HUGE else "info"
         evidence = [f"{n} spike(s) in grad_norm: at least {SPIKE_RATIO:g}x the median of the {SPIKE_WINDOW} steps "
                     f"before and {SPIKE_Z:g} robust standard deviations out (log scale), at steps {spans(x[spike])}",
-                    f"the largest is {ratio:.0f}x its local median ({g[spike].max():.3g} against "
-                    f"{np.exp(base[spike][np.argmax(resid[spike])]):.3g})"]
+                    f"the largest is {ratio:.0f}x its local median ({g[largest]:.3g} against {bases[largest]:.3g})"]
+        if len(parts) > 1:
+            evidence.append("steps whose rewards were all equal (a KL-only norm) and steps with reward signal are "
+                            "judged apart: a signal step among the others is the reward coming back")
         return [self.finding(severity, x[spike][0], "gradient spikes" + (" recur" if n >= RECURRING else ""),
                              evidence, spikes=n, largest=ratio)]
 

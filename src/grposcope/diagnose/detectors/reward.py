@@ -264,6 +264,8 @@ class Plateau(Detector):
         alpha = EVAL_ALPHA if name == c.EVAL else TREND_ALPHA
         if gain < max(PLATEAU_GAIN, PLATEAU_NOISE * noise) or (rise.n >= 6 and not rise.rising(alpha)):
             return []  # never rose, or rose within the run's noise: a collapse or a too-hard task, not a plateau
+        if name == c.EVAL and not self._trained(view):
+            return []  # a held-out rise the training reward does not share is the few eval points' noise
         flat = float(x[-1] - x[reached])
         length = float(x[-1] - x[0]) or 1.0
         after = stats.trend(x[reached:], y[reached:])
@@ -284,6 +286,15 @@ class Plateau(Detector):
                     f"slope since then {after.slope:+.2e} per step ({p_text(after.p)})"]
         return [self.finding(severity, x[reached], f"no gain for the last {flat:.0f} steps", evidence,
                              since=float(x[reached]), share=flat / length)]
+
+    def _trained(self, view) -> bool:
+        """The training reward rose beyond its scatter too (True when it is not logged on 20 or more steps): a
+        plateau is a run that learnt, then stopped."""
+        x, y = view[c.REWARD]
+        if len(y) < 20:
+            return True
+        fit = stats.hinge(*stats.binned(x, y))
+        return fit is not None and fit[2] - fit[1] >= PLATEAU_NOISE * fit[3]
 
     def _explained(self, view) -> bool:
         """Another finding explains the stall: entropy collapsed, or most groups all-correct (saturated)."""

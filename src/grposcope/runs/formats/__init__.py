@@ -57,13 +57,15 @@ def register(name: str, what: str, claims: Callable[[Path], bool], keys: str = "
 
 
 def formats() -> list[LogFormat]:
-    """Every format, in the order they are asked (importing their modules the first time)."""
+    """Every format, in the order they are asked: MODULES' order, whichever module was imported first (importing
+    them the first time)."""
     global _loaded
     if not _loaded:
         for module in MODULES:
             importlib.import_module(f"{__name__}.{module}")
         _loaded = True
-    return list(FORMATS.values())
+    order = {module: i for i, module in enumerate(MODULES)}
+    return sorted(FORMATS.values(), key=lambda f: order.get(f.read.__module__.rpartition(".")[2], len(order)))
 
 
 def get(name: str) -> LogFormat:
