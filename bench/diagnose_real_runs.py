@@ -18,6 +18,7 @@ says `fire`, `quiet` or `cannot tell`; a tool's verdict per run:
     python3 -m venv /work/scratch/rldoctor-venv && /work/scratch/rldoctor-venv/bin/pip install rldoctor==0.2.0
     .venv/bin/python bench/diagnose_real_runs.py split --seed 20261128          # once; writes SPLIT.json
     .venv/bin/python bench/diagnose_real_runs.py split --seed N                 # runs added later, once each
+    .venv/bin/python bench/diagnose_real_runs.py split                          # ... all held out (round 2)
     .venv/bin/python bench/diagnose_real_runs.py table --half held_out \\
         --rldoctor /work/scratch/rldoctor-venv/bin/rl-doctor > bench/results/diagnose_real_runs_held_out.txt
 """
@@ -40,18 +41,21 @@ DETECTORS = ("advantage_collapse", "no_signal_steps", "entropy_collapse", "kl_dr
              "clip_saturation", "gradient_pathology", "reward_hacking", "reward_composition", "plateau")
 # rldoctor's detector -> the grposcope detectors it stands for
 RLDOCTOR = {"length_pathology": ("length_growth", "truncation")}
-CALL = re.compile(r"^\s*-\s*`?(\w+)`?\s*:\s*\**(fire|quiet|cannot tell)", re.I)
+CALL = re.compile(r"^\s*-\s*`?(\w+)`?\s*:\s*\**(fire|warn|quiet|cannot tell)", re.I)
 
 
 def callout(run: Path) -> dict[str, str]:
-    """detector -> 'fire' / 'quiet' / 'cannot tell', from CALLOUT.md's `## Expected findings` lines."""
+    """detector -> 'fire' / 'quiet' / 'cannot tell', from CALLOUT.md's `## Expected findings` lines. The runs
+    added in round 2 were annotated with a fourth word, `warn` (a finding expected at warning level): it is scored
+    as `fire` (found only when the detector fired at warning or critical), a rule set before either tool ran on
+    them."""
     text = (run / "CALLOUT.md").read_text(encoding="utf-8")
     section = text.split("Expected findings", 1)[-1]
     found = {}
     for line in section.splitlines():
         m = CALL.match(line)
         if m and m.group(1) in DETECTORS:
-            found[m.group(1)] = m.group(2).lower()
+            found[m.group(1)] = {"warn": "fire"}.get(m.group(2).lower(), m.group(2).lower())
     return found
 
 
@@ -125,9 +129,10 @@ def run_rldoctor(run: Path, command: str) -> Outcome:
     return Outcome(error="; ".join(errors), read=str(path.relative_to(CORPUS)))
 
 
-def split(seed: int) -> None:
+def split(seed: int | None) -> None:
     """The runs not yet split, shuffled with `seed`: the first half tunes, the rest is held out. The first split
-    is the file's `tuning` / `held_out`; runs added later are split once each time, into `added`."""
+    is the file's `tuning` / `held_out`; runs added later are split once each time, into `added`. Without a seed
+    every new run is held out (a batch added after the held-out half was seen: the tuning half is large enough)."""
     runs = sorted(p.name for p in CORPUS.iterdir() if (p / "CALLOUT.md").is_file())
     done = json.loads(SPLIT.read_text()) if SPLIT.exists() else None
     named = set() if done is None else set(half(done, "tuning")) | set(half(done, "held_out"))
@@ -135,8 +140,10 @@ def split(seed: int) -> None:
     if not new:
         sys.exit("every run of the corpus is split already")
     random.Random(seed).shuffle(new)
-    cut = len(new) // 2
+    cut = len(new) // 2 if seed is not None else 0
     part = {"seed": seed, "tuning": sorted(new[:cut]), "held_out": sorted(new[cut:])}
+    if seed is None:
+        part["method"] = "every run held out: added after the first held-out half was reported and read"
     if done is None:
         done = {**part, "method": "random.Random(seed).shuffle(sorted(run ids)); the first half tunes, the rest is "
                 "held out; runs added later are split the same way with a seed of their own, under `added`"}
@@ -198,7 +205,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     s = sub.add_parser("split")
-    s.add_argument("--seed", type=int, required=True)
+    s.add_argument("--seed", type=int, help="omitted: every new run is held out")
     t = sub.add_parser("table")
     t.add_argument("--half", choices=("tuning", "held_out"), required=True)
     t.add_argument("--rldoctor", help="rldoctor 0.2.0's rl-doctor command (a scratch venv's)")
