@@ -157,7 +157,7 @@ def half(split_file: dict, which: str) -> list[str]:
     """The runs of one half, over the first split and every later one. Held-out runs that were reported and then
     read to change the code (`seen`) count as tuning runs from then on."""
     runs = split_file[which] + [r for part in split_file.get("added", []) for r in part[which]]
-    seen = split_file.get("seen", {}).get("runs", [])
+    seen = [r for part in split_file.get("seen", []) for r in part["runs"]]
     return runs + seen if which == "tuning" else [r for r in runs if r not in seen]
 
 

@@ -18,8 +18,8 @@ CORPUS = Path(__file__).parent / "fixtures" / "real_runs"
 SPLIT = json.loads((CORPUS / "SPLIT.json").read_text())
 # the tuning half, and the held-out runs that were reported and then read to change the code (SPLIT.json: seen)
 TUNING = (SPLIT["tuning"] + [r for part in SPLIT.get("added", []) for r in part["tuning"]]
-          + SPLIT.get("seen", {}).get("runs", []))
-CALL = re.compile(r"^\s*-\s*`?(\w+)`?\s*:\s*\**(fire|quiet|cannot tell)", re.I)
+          + [r for part in SPLIT.get("seen", []) for r in part["runs"]])
+CALL = re.compile(r"^\s*-\s*`?(\w+)`?\s*:\s*\**(fire|warn|quiet|cannot tell)", re.I)  # warn: scored as fire
 # where grposcope and the callout disagree on purpose, and why
 DISAGREE = {
     ("csd-qwen35-steplogs", "plateau"): "the stall is explained by saturation (78% of groups collapsed, most of them "
@@ -28,6 +28,12 @@ DISAGREE = {
                                                             "is 6 robust SDs out on the log scale: info, not a warning",
     ("t-tsc-grpo-qwen05b-console", "reward_composition"): "the log's one reward function sums both terms; the dead "
                                                           "term shows only in printed reward blocks, not in metrics",
+    ("countdown-grpo-trl", "gradient_pathology"): "its evidence is the exact zeros (no_signal_steps, which fires) and "
+                                                  "small norms; no spike, no NaN",
+    ("physics-slm-grpo5", "gradient_pathology"): "its evidence is the exact zeros (no_signal_steps, which fires "
+                                                 "critical); no spike, no NaN",
+    ("physics-slm-grpo5", "plateau"): "the callout's own words: flat from the start, no gain to level off from (its "
+                                      "`warn` marks compute spent for nothing, which advantage_collapse names)",
 }
 
 # the held-out runs of the first split, read after their table was reported (SPLIT.json: seen): what grposcope still
@@ -54,12 +60,27 @@ KNOWN_MISSES = {
                                                                     "the rising reward is the KL-penalised one",
     ("v-retool-grpo-3b-inreward-kl005-collapse", "reward_composition"): "one score and one penalty, not reward "
                                                                         "functions",
+    # round 2 (seen after its table: bench/results/diagnose_real_runs_held_out_round2.txt)
+    ("countdown-grpo-trl", "plateau"): "a gain of 0.118 against a scatter of 0.144 (the rule needs 2x) and a rise "
+                                       "that is not significant (p = 0.39)",
+    ("hotpotqa-grpo", "gradient_pathology"): "a norm volatile throughout (robust SD 1.7 on the log scale): its largest "
+                                             "spike, 60x its local median, is 2.4 robust SDs out (the rule needs 6)",
+    ("hotpotqa-grpo", "plateau"): "a gain of 0.042, under the rule's 0.05",
+    ("hotpotqa-grpo-v2", "plateau"): "a gain of 0.031, under the rule's 0.05",
+    ("incident-ops-grpo", "advantage_collapse"): "no zero-std share or reward std: the callout reads a batch "
+                                                 "diversity penalty as the proxy",
+    ("minimind-grpo-r1", "reward_composition"): "its parts (Fmt, Correct) are printed under names that do not say "
+                                                "they are reward terms",
+    ("unlearning-grpo-run3", "advantage_collapse"): "29.5% of its steps had all rewards equal: under the 50% a "
+                                                    "warning needs (info from 30%)",
+    ("unlearning-grpo-run3", "length_growth"): "+25% (66 -> 83 tokens): under the 1.5x the rule needs",
 }
 
 
 def calls(run: Path) -> dict[str, str]:
     section = (run / "CALLOUT.md").read_text(encoding="utf-8").split("Expected findings", 1)[-1]
-    return {m.group(1): m.group(2).lower() for line in section.splitlines() if (m := CALL.match(line))}
+    return {m.group(1): {"warn": "fire"}.get(m.group(2).lower(), m.group(2).lower())
+            for line in section.splitlines() if (m := CALL.match(line))}
 
 
 def given(run: Path) -> Path:
@@ -95,5 +116,5 @@ def test_the_split_is_half_and_half_and_names_every_run_once():
     # a random half each, or (a batch added after the first held-out half was seen) every run held out
     assert all(abs(len(part["tuning"]) - len(part["held_out"])) <= 1 or (part["seed"] is None and not part["tuning"])
                for part in parts)
-    assert set(SPLIT["seen"]["runs"]) <= set(named)
+    assert {r for part in SPLIT["seen"] for r in part["runs"]} <= set(named)
     assert sorted(named) == runs and len(set(named)) == len(named)

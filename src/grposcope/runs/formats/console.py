@@ -7,7 +7,9 @@ Three dialects are read among the other lines of such a file (progress bars, war
   belongs to the step before it; the run's closing dict (`train_runtime`) gives the wall time.
 - verl prints `step:N - key:value - key:value ...`.
 - hand-written loops print their own lines: `step 12 | reward=0.41 loss: 0.2`, read when the line starts its
-  fields with `step`, `iter`, `iteration` or `update` and a number, followed by `key=value` or `key: value`.
+  fields with `step`, `iter`, `iteration` or `update` and a number, followed by `key=value` or `key: value`; or
+  `Epoch:[1/1](12/500), Reward: 0.41, Avg Len: 129`, a progress count `i/N` and three or more `key: value`
+  (the count with the largest N is the step: an epoch's count has the smaller one).
   Any other line format is one `--pattern` away: a regular expression with a named group `step` and one named
   group per metric (`--pattern 'it (?P<step>\\d+) R (?P<reward>[-.\\d]+)'`).
 """
@@ -35,8 +37,10 @@ DICT = re.compile(r"\{'[^{}]*\}")
 BAR = re.compile(r"(\d+)/(\d+) \[[^\[\]]*$")  # tqdm's `12/200 [00:10<...` just before the dict
 VERL = re.compile(r"(?:^|\s|\()step:(\d+) - (.+)$")
 LOOP_STEP = re.compile(r"^\W*(?:global[_ ])?(?:step|iter|iteration|update|it)\b\s*[:=#]?\s*(\d+)\b(.*)$", re.I)
-PAIR = re.compile(r"([A-Za-z_][\w/.\-@]*)\s*[=:]\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-inf)"
-                  r"(?![\w.])", re.I)
+# a key is one word, or two (`Avg Len: 129`, `mean reward=0.4`); its value a number
+PAIR = re.compile(r"([A-Za-z_][\w/.\-@]*(?: [A-Za-z_][\w/.\-@]*)?)\s*[=:]\s*"
+                  r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-inf)(?![\w.])", re.I)
+COUNT = re.compile(r"(?<![\w.])(\d+)\s*/\s*(\d+)(?![\w.])")  # a progress count, 12/500
 NUMPY = re.compile(r"np\.float\d*\(([^()]*)\)")
 TRAIN_KEYS = ("loss", "reward", "rewards", "grad_norm", "kl", "entropy")
 
@@ -76,9 +80,21 @@ def _verl(line: str) -> tuple[int, dict[str, Any]] | None:
 def _loop(line: str) -> tuple[int, dict[str, Any]] | None:
     match = LOOP_STEP.match(line)
     if match is None:
-        return None
+        return _counted(line)
     pairs = {k: v for k, v in PAIR.findall(match.group(2))}
     return (int(match.group(1)), pairs) if len(pairs) >= 2 else None  # one `x: 3` after a step is prose
+
+
+def _counted(line: str) -> tuple[int, dict[str, Any]] | None:
+    """A line with a progress count (`(12/500)`, `[12/500]`) before three or more `key: value` pairs."""
+    pairs = list(PAIR.finditer(line))
+    if len(pairs) < 3:
+        return None
+    counts = [(int(total), int(done)) for done, total in COUNT.findall(line[:pairs[0].start()])]
+    counts = [(total, done) for total, done in counts if 0 <= done <= total]
+    if not counts:
+        return None
+    return max(counts)[1], {m.group(1): m.group(2) for m in pairs}
 
 
 def dialect(path: Path) -> str | None:

@@ -3,10 +3,12 @@ ended, `<run>/summary.json` (the held-out accuracy before training and the wall 
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..catalogue import OWN_FAMILIES
 from ..file_kinds import check_file
 from ..record import ACCURACY, Run
 from ..values import number, odd_notes, read_json
@@ -19,13 +21,28 @@ LOG = "metrics.jsonl"
 
 
 def claims(path: Path) -> bool:
-    """A grposcope run folder, or its metrics.jsonl: a JSONL whose first line holds grposcope's own names."""
+    """A grposcope run folder, or its metrics.jsonl: a JSONL whose first line holds only grposcope's own names
+    (docs/metrics.md; another loop's `metrics.jsonl` is a table of its own names; an empty one, or one of the step
+    alone, is a run that has not logged more yet)."""
     if path.is_dir():
         check_file(path / LOG)  # a FIFO where the log belongs is named, never opened
-        return (path / LOG).is_file()
-    if path.name == LOG:
-        return True
-    return False
+        path = path / LOG
+        if not path.is_file():
+            return False
+    elif path.suffix.lower() not in (".jsonl", ".json") or not path.is_file():
+        return False
+    try:
+        with path.open("rb") as handle:
+            first = handle.readline(1 << 20).strip()
+        if not first:
+            return path.name == LOG
+        record = json.loads(first)
+    except (OSError, ValueError):
+        return False
+    if not isinstance(record, dict) or "step" not in record:
+        return False
+    keys = [k for k in record if k not in ("step", "time", "grad_norm")]  # what grposcope logs beside its families
+    return all(isinstance(k, str) and k.startswith(OWN_FAMILIES) for k in keys) and (bool(keys) or path.name == LOG)
 
 
 @register("grposcope", "metrics.jsonl (grposcope)", claims, keys="docs/metrics.md's names")

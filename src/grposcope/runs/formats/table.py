@@ -30,12 +30,21 @@ def _first_line(path: Path) -> bytes:
 
 
 def _kind(path: Path) -> str:
-    """"jsonl", "json" (a list of objects), "csv" or "tsv", by suffix and, for .json, by its first character (a
-    loop's JSON lines are often named .json)."""
+    """"jsonl", "json" (a list of objects, or an object that holds one), "csv" or "tsv", by suffix and, for .json,
+    by its first line (a loop's JSON lines are often named .json; a pretty-printed object opens with a bare `{`)."""
     kind = SUFFIXES[path.suffix.lower()]
-    if kind == "json" and _first_line(path).lstrip()[:1] != b"[":
-        return "jsonl"
+    if kind == "json":
+        first = _first_line(path).strip()
+        if first[:1] != b"[" and not (first[:1] == b"{" and not _an_object(first)):
+            return "jsonl"
     return "tsv" if path.suffix.lower() == ".tsv" else kind
+
+
+def _an_object(line: bytes) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False
 
 
 def claims(path: Path) -> bool:
@@ -59,18 +68,25 @@ def claims(path: Path) -> bool:
 
 
 def _json_list(path: Path) -> list[dict[str, Any]]:
-    """The records of a JSON file holding a list of objects; [] for anything else."""
+    """The records of a JSON file holding a list of objects, or an object with one such list among its values (a
+    callback's `{"total_steps": 266, "steps": [...]}`); [] for anything else."""
     if path.stat().st_size > JSON_LIMIT:
         return []
     try:
         with path.open("rb") as handle:
-            if handle.read(64).lstrip()[:1] != b"[":
+            if handle.read(64).lstrip()[:1] not in (b"[", b"{"):
                 return []
         records = json.loads(path.read_bytes())
     except (ValueError, UnicodeDecodeError, OSError):
         return []
-    ok = isinstance(records, list) and bool(records) and all(isinstance(r, dict) for r in records)
-    return records if ok else []
+
+    def rows(value: Any) -> bool:
+        return isinstance(value, list) and bool(value) and all(isinstance(r, dict) for r in value)
+
+    if isinstance(records, dict):
+        lists = [v for v in records.values() if rows(v)]
+        records = lists[0] if len(lists) == 1 else None
+    return records if rows(records) else []
 
 
 def _records(path: Path, kind: str, problems: list[str], parsed: list[dict[str, Any]] | None = None
