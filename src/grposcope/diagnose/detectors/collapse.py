@@ -59,8 +59,8 @@ def _split(view, recent_steps: np.ndarray) -> tuple[float, float, str]:
         p_recent = float(np.median(p[np.isin(x, recent_steps)])) if np.isin(x, recent_steps).any() else float(p[-1])
         g, _ = group_size(view)
         a, b = (1 - p_recent) ** g, p_recent**g
-        return (a / (a + b), b / (a + b), f"estimated from the mean reward {p_recent:.3f} with G = {g}, for a 0/1 reward "
-                "(p^G all-correct against (1-p)^G all-wrong)") if a + b > 0 else (0.5, 0.5, "")
+        return (a / (a + b), b / (a + b), f"estimated from the mean reward {p_recent:.3f} with G = {g}, for a 0/1 "
+                "reward (p^G all-correct against (1-p)^G all-wrong)") if a + b > 0 else (0.5, 0.5, "")
     return 0.5, 0.5, ""
 
 
