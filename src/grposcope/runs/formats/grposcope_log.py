@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..catalogue import OWN_FAMILIES
+from ..catalogue import ACR, OWN_FAMILIES, REWARD, resolve
 from ..file_kinds import check_file
 from ..record import ACCURACY, Run
 from ..values import number, odd_notes, read_json
@@ -21,9 +21,9 @@ LOG = "metrics.jsonl"
 
 
 def claims(path: Path) -> bool:
-    """A grposcope run folder, or its metrics.jsonl: a JSONL whose first line holds only grposcope's own names
-    (docs/metrics.md; another loop's `metrics.jsonl` is a table of its own names; an empty one, or one of the step
-    alone, is a run that has not logged more yet)."""
+    """A grposcope run folder, or its metrics.jsonl: a JSONL whose first line holds grposcope's own names
+    (docs/metrics.md), or a `metrics.jsonl` whose first line holds no reward under another spelling (another
+    loop's `metrics.jsonl`, `{"step": 1, "reward": ...}`, is a table read through the catalogue)."""
     if path.is_dir():
         check_file(path / LOG)  # a FIFO where the log belongs is named, never opened
         path = path / LOG
@@ -37,12 +37,16 @@ def claims(path: Path) -> bool:
         if not first:
             return path.name == LOG
         record = json.loads(first)
-    except (OSError, ValueError):
-        return False
+    except (OSError, ValueError):  # unreadable, or a bad first line: grposcope's reader names the problem
+        return path.name == LOG
     if not isinstance(record, dict) or "step" not in record:
         return False
-    keys = [k for k in record if k not in ("step", "time", "grad_norm")]  # what grposcope logs beside its families
-    return all(isinstance(k, str) and k.startswith(OWN_FAMILIES) for k in keys) and (bool(keys) or path.name == LOG)
+    keys = [k for k in record if isinstance(k, str) and k not in ("step", "time")]
+    if any(k.startswith(OWN_FAMILIES) for k in keys):
+        return True
+    # none of grposcope's names: another loop's file when it holds a reward or a collapse share under another
+    # spelling (`reward`, `frac_reward_zero_std`), which grposcope's own log never does
+    return path.name == LOG and not any((found := resolve(k)) and found[0] in (REWARD, ACR) for k in keys)
 
 
 @register("grposcope", "metrics.jsonl (grposcope)", claims, keys="docs/metrics.md's names")
