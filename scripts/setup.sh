@@ -14,7 +14,7 @@ install() {
     | { grep -v "^WARNING: Location '.*' is ignored" || true; }
 }
 # torch first and alone: a bare `torch` requirement would pull a multi-GB CUDA build
-install torch==2.13.0
+install torch==2.13.0 ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"}
 install -c requirements/constraints.txt -e ".[test]"
 # DeepSpeed, for tests/test_deepspeed_skip.py (ZeRO-2/3 on its CPU accelerator). It ships only as an sdist whose
 # setup.py imports torch, so it builds against the torch above (--no-build-isolation; its setuptools came with

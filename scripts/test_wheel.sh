@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Checks grposcope the way a user gets it: builds the wheel and the sdist (python -m build, from .venv, which
-# scripts/setup.sh makes), installs the wheel into a clean virtual environment (not editable; torch 2.13.0 first
-# and alone, then the wheel with its [report] extra, pinned by requirements/constraints.txt), and from a folder
+# scripts/setup.sh makes); installs the wheel alone into a clean virtual environment (a plain install: no torch,
+# no extra) and reads, diagnoses and reports fixture runs there; then installs it into another (not editable;
+# torch 2.13.0 first and alone, then the wheel with its [train,report] extras, pinned by
+# requirements/constraints.txt), and from a folder
 # outside the checkout runs `grposcope --version`, `grposcope report` and `grposcope diagnose` on copies of the
 # fixture runs in tests/fixtures, and `import grposcope.core`. Also checks that the wheel holds every file of
 # src/grposcope and the licence, and that the sdist holds LICENSE, CHANGELOG.md and the whole test suite.
@@ -57,13 +59,53 @@ print(f"wheel: {len(in_wheel)} files, all {len(source)} of src/grposcope; sdist:
       "LICENSE, CHANGELOG.md and the test suite with its conftest.py among them")
 EOF
 
+# A plain `pip install grposcope`: no extra, no torch. It reads, diagnoses and reports the fixture runs, and an
+# optional dependency a command meets is one line naming its extra (issue 55)
+light="$tmp/light"
+say "$python" -m venv "$light" "(a plain install: the wheel alone)"
+"$python" -m venv "$light"
+quiet_pip "$light/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile \
+  -c requirements/constraints.txt "$wheel"
+"$light/bin/python" - "$light" <<'EOF'
+import subprocess, sys
+from importlib.metadata import distributions
+
+names = sorted({d.metadata["Name"].lower() for d in distributions()})
+heavy = [n for n in names if n in ("torch", "transformers", "accelerate", "tensorboard", "wandb", "matplotlib",
+                                   "pyarrow") or n.startswith("nvidia")]
+if heavy:
+    sys.exit(f"scripts/test_wheel.sh: a plain install pulled {heavy}")
+size = subprocess.run(["du", "-sm", sys.argv[1]], capture_output=True, text=True).stdout.split()[0]
+print(f"plain install: {len(names)} distributions, {size} MB: {', '.join(names)}")
+EOF
+mkdir "$tmp/light-work"
+cp -r tests/fixtures/runs/quickstart tests/fixtures/trl_tiny_run tests/fixtures/real_runs/xling-openrs-console \
+  tests/fixtures/real_runs/incident-ops-grpo "$tmp/light-work/"
+(
+  cd "$tmp/light-work"
+  for run in quickstart trl_tiny_run xling-openrs-console incident-ops-grpo; do
+    say "grposcope diagnose $run (plain install)"
+    "$light/bin/grposcope" diagnose "$run" > /dev/null
+  done
+  say "grposcope report quickstart (plain install: no matplotlib, no plots)"
+  "$light/bin/grposcope" report quickstart --out light-report | tail -n 2
+  [ -s light-report/report.html ] || { echo "scripts/test_wheel.sh: no light-report/report.html" >&2; exit 1; }
+  say "grposcope diagnose trl_tiny_run/runs (plain install: TensorBoard needs its extra)"
+  if "$light/bin/grposcope" diagnose trl_tiny_run/runs 2> tb.err; then
+    echo "scripts/test_wheel.sh: a TensorBoard folder read without tensorboard" >&2; exit 1
+  fi
+  cat tb.err
+  grep -q "pip install 'grposcope\[tensorboard\]'" tb.err && [ "$(wc -l < tb.err)" -eq 1 ] \
+    || { echo "scripts/test_wheel.sh: expected one line naming grposcope[tensorboard]" >&2; exit 1; }
+)
+
 say "$python" -m venv "$venv"
 "$python" -m venv "$venv"
 # torch first and alone: a bare `torch` requirement would pull a multi-GB CUDA build
 say "$venv/bin/pip" install torch==2.13.0
 pip_install torch==2.13.0
-say "$venv/bin/pip" install -c requirements/constraints.txt "$wheel[report]"
-pip_install -c requirements/constraints.txt "$wheel[report]"
+say "$venv/bin/pip" install -c requirements/constraints.txt "$wheel[train,report]"
+pip_install -c requirements/constraints.txt "$wheel[train,report]"
 say "$venv/bin/pip" check
 "$venv/bin/python" -m pip check --disable-pip-version-check
 

@@ -315,7 +315,7 @@ def test_wandb_mode_from_the_environment_wins(tmp_path, monkeypatch):
 
 def test_missing_wandb_names_the_install_command(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "wandb", None)  # makes `import wandb` raise ImportError
-    with pytest.raises(ImportError, match="pip install wandb"):
+    with pytest.raises(ImportError, match=r"pip install .grposcope\[wandb\]."):
         RunLogger(tmp_path, report_to="wandb", total_steps=1, console=False)
 
 

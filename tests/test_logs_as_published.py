@@ -208,4 +208,4 @@ def test_a_trl_folder_reads_without_the_tensorboard_package(tmp_path, monkeypatc
     _events(tmp_path / "runs" / "Nov26_22-00-00_host", {1: {"reward": 0.3}})
     monkeypatch.setattr(tb, "read_tensorboard", missing)
     run = load_run(tmp_path)
-    assert run.steps == [1, 2, 3, 4, 5] and any("pip install tensorboard" in n for n in run.notes)
+    assert run.steps == [1, 2, 3, 4, 5] and any("pip install 'grposcope[tensorboard]'" in n for n in run.notes)

@@ -212,7 +212,7 @@ def test_plot_without_matplotlib_says_how_to_install_it(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
     args = ["simulate", *CLI_SMALL, "--output", str(tmp_path / "s.json"), "--plot", str(tmp_path / "s.png")]
     result = CliRunner().invoke(app, args)
-    assert result.exit_code == 1 and "pip install matplotlib" in result.output
+    assert result.exit_code == 1 and "pip install 'grposcope[report]'" in result.output
     assert not (tmp_path / "s.json").exists()  # it failed before running anything
 
 

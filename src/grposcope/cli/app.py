@@ -13,7 +13,7 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from ..errors import UserError
+from ..errors import UserError, missing_extra
 from ..terminal import terminal_safe
 
 try:  # typer >= 0.20 carries its own copy of click; older releases use click itself
@@ -40,6 +40,12 @@ class _OneLineUsageErrors(TyperGroup):
             sys.exit(err.exit_code)
         except typer.Abort:
             typer.echo("Aborted!", err=True)
+            sys.exit(1)
+        except ImportError as err:  # an optional dependency a command met: the extra to install, in one line
+            line = missing_extra(err)
+            if line is None:
+                raise
+            typer.secho(f"error: {line}", fg="red", err=True)
             sys.exit(1)
         sys.exit(code if isinstance(code, int) else 0)  # a command's typer.Exit(n) comes back as n
 
@@ -133,8 +139,10 @@ def main(ctx: typer.Context, version: bool = typer.Option(False, "--version", he
 
 
 def fail(err: BaseException) -> typer.Exit:
-    """Prints `error: <message>` to stderr; raise the returned Exit (exit code 1)."""
-    typer.secho(f"error: {_bounded(terminal_safe(err))}", fg="red", err=True)  # a message can quote a sample or a file
+    """Prints `error: <message>` to stderr (a missing optional dependency: the extra that installs it); raise the
+    returned Exit (exit code 1)."""
+    message = missing_extra(err) or err  # a message can quote a sample or a file
+    typer.secho(f"error: {_bounded(terminal_safe(message))}", fg="red", err=True)
     return typer.Exit(1)
 
 

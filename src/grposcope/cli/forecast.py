@@ -89,16 +89,20 @@ def forecast_command(
 
 def _forecast_input(o: dict[str, Any]) -> tuple[str, list[tuple[int, int]], list[str], dict | None]:
     """Checks every option, then reads the counts: (source, counts, notes, measured ACR of the run or None)."""
-    from ..reports.forecast import record_counts
-    from ..sampling import SAMPLERS
+    from ..reports.forecast import FORMULAS, _samplers, all_samplers, record_counts
 
     if (o["probe"] is None) == (o["from_run"] is None):
         raise ValueError("give a probe file or --from_run RUN_DIR (one of them)")
     o["sizes"] = _int_list(o["group_sizes"], "--group_sizes")
-    o["names"] = (SAMPLERS.names_in("grposcope") if o["samplers"].strip() == ALL
+    o["names"] = (all_samplers() if o["samplers"].strip() == ALL
                   else list(dict.fromkeys(n.strip() for n in o["samplers"].split(",") if n.strip())))
+    registry = _samplers()
     for name in o["names"]:
-        SAMPLERS.get(name)  # unknown: fails with the known names
+        if registry is not None:
+            registry.get(name)  # unknown: fails with the known names
+        elif name not in FORMULAS:
+            raise ModuleNotFoundError(f"--samplers {name}: costing it runs the sampler, which needs torch: pip install "
+                                      f"'grposcope[train]' (without it: {', '.join(FORMULAS)})", name="torch")
     for name, low in (("budget", 1), ("mc_groups", 1), ("steps", 1)):
         if o[name] < low:
             raise ValueError(f"--{name} must be >= {low}, got {o[name]}")

@@ -207,5 +207,8 @@ def _print_summary(report: Any, out: Path) -> None:
     for run in report.runs:  # also under Notes in report.md and report.html
         for note in run.notes:
             typer.echo(terminal_safe(f"note: {run.name}: {note}"))
-    typer.echo(terminal_safe(f"wrote {len(report.plots) + (report.fit is not None)} plot(s), steps.csv, "
+    if report.no_plots:
+        typer.echo(f"note: {report.no_plots}")
+    drawn = len(report.plots) + (report.fit is not None and not report.no_plots)
+    typer.echo(terminal_safe(f"wrote {drawn} plot(s), steps.csv, "
                              f"report.md and report.html to {out}"))

@@ -135,8 +135,8 @@ class TensorBoardBackend:
             from torch.utils.tensorboard import SummaryWriter
         except ImportError as err:
             raise ImportError(
-                f"report_to='tensorboard' needs the tensorboard package ({err}); install it with "
-                "`pip install tensorboard`, or drop 'tensorboard' from report_to"
+                f"report_to='tensorboard' needs the tensorboard package ({err}): pip install "
+                "'grposcope[tensorboard]', or drop 'tensorboard' from report_to", name="tensorboard"
             ) from None
         self.log_dir = Path(log_dir)
         # purge_step makes TensorBoard hide the events a killed run wrote after its checkpoint, so a
@@ -172,8 +172,8 @@ def _import_wandb():
         import wandb
     except ImportError as err:
         raise ImportError(
-            f"report_to='wandb' needs the wandb package ({err}); install it with `pip install wandb`, "
-            "or drop 'wandb' from report_to"
+            f"report_to='wandb' needs the wandb package ({err}): pip install 'grposcope[wandb]', or drop 'wandb' "
+            "from report_to", name="wandb"
         ) from None
     return wandb
 

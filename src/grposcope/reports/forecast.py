@@ -34,34 +34,52 @@ STAGNATION_ACR = 0.35  # the stagnation alarm's threshold (docs/metrics.md): the
 ALL = "all"  # --samplers' default: every registered sampler (read from the registry when needed: it imports torch)
 
 
-def all_samplers() -> list[str]:
-    """Every registered sampler, in the order registered (the order the forecast's tables list them)."""
-    from ..sampling import SAMPLERS
+def _samplers() -> Any:
+    """The sampler registry, or None in an install without torch (the samplers run on torch tensors): the
+    forecast then costs the samplers it has formulas for (FORMULAS) and says how to cost the others."""
+    try:
+        from ..sampling import SAMPLERS
+    except ImportError as err:
+        if getattr(err, "name", None) != "torch":
+            raise
+        return None
+    return SAMPLERS
 
-    return SAMPLERS.names_in("grposcope")
+
+def all_samplers() -> list[str]:
+    """Every registered sampler, in the order registered (the order the forecast's tables list them); without
+    torch, the closed-form ones."""
+    registry = _samplers()
+    return list(FORMULAS) if registry is None else registry.names_in("grposcope")
 
 
 def declares(sampler: str, prop: str) -> bool:
     """A registered sampler's forecast property (`closed_form`, `per_prompt`: sampling/base.py's `Sampler`);
-    False for a name the registry does not know (its Monte Carlo cost then says why it could not be costed)."""
-    from ..sampling import SAMPLERS
-
-    return sampler in SAMPLERS and bool(getattr(SAMPLERS.get(sampler), prop, False))
+    False for a name the registry does not know (its Monte Carlo cost then says why it could not be costed).
+    Without torch, FORMULAS' own record of the closed-form samplers' (tests/test_forecast.py checks they agree)."""
+    registry = _samplers()
+    if registry is None:
+        return bool(FORMULA_PROPERTIES.get(sampler, {}).get(prop, False))
+    return sampler in registry and bool(getattr(registry.get(sampler), prop, False))
 
 
 def closed_form_samplers() -> tuple[str, ...]:
     """The samplers costed by formula (FORMULAS), in the registry's order; the others by Monte Carlo."""
-    from ..sampling import SAMPLERS
-
-    return tuple(name for name in SAMPLERS.ordered() if declares(name, "closed_form"))
+    return tuple(name for name in all_samplers() if declares(name, "closed_form"))
 
 
 def per_prompt_samplers() -> tuple[str, ...]:
     """The samplers that treat each prompt on its own: their samples and informative groups per step scale with
     the prompts per step, so fewer prompts fit a smaller budget at the same cost per informative group."""
-    from ..sampling import SAMPLERS
+    return tuple(name for name in all_samplers() if declares(name, "per_prompt"))
 
-    return tuple(name for name in SAMPLERS.ordered() if declares(name, "per_prompt"))
+
+def torch_note() -> str | None:
+    """What a forecast without torch leaves out, or None."""
+    if _samplers() is not None:
+        return None
+    return ("the samplers without a closed form (reinforce_ada, greso, knapsack, budgeted) are costed by running "
+            "them, which needs torch: pip install 'grposcope[train]'")
 
 
 def __getattr__(name: str) -> tuple[str, ...]:
@@ -252,14 +270,21 @@ def binomial_pmf(n: int, q: float) -> list[float]:
 
 
 def _default(sampler: str, keyword: str) -> Any:
-    """A registered sampler's default for one of its options: one source, the sampler's signature."""
-    from ..sampling import SAMPLERS
-
-    return inspect.signature(SAMPLERS.get(sampler)).parameters[keyword].default
+    """A registered sampler's default for one of its options: one source, the sampler's signature (without
+    torch, FORMULA_PROPERTIES' record of it)."""
+    registry = _samplers()
+    if registry is None:
+        return FORMULA_PROPERTIES[sampler][keyword]
+    return inspect.signature(registry.get(sampler)).parameters[keyword].default
 
 
 # The formulas of the samplers that declare `closed_form` (sampler name -> cost(acr, g, b)).
 FORMULAS: dict[str, Callable[[float, int, int], SamplerCost]] = {"fixed": fixed_cost, "dynamic": dynamic_cost}
+# their `closed_form`, `per_prompt` and the defaults the formulas read, as their classes declare them, for an
+# install without torch (tests/test_forecast.py checks that the two agree)
+FORMULA_PROPERTIES: dict[str, dict[str, Any]] = {"fixed": {"closed_form": True, "per_prompt": True},
+                                                 "dynamic": {"closed_form": True, "per_prompt": False,
+                                                             "max_gen_batches": 3}}
 
 
 # --------------------------------------------------------------------------- Monte Carlo
@@ -472,6 +497,8 @@ def forecast_notes(result: Forecast) -> list[str]:
     if over:
         notes.append(f"G = {', '.join(map(str, over))} exceed the budget of {result.budget} samples per step: "
                      "costed at 1 prompt per step, never recommended")
+    if (missing := torch_note()) is not None:
+        notes.append(missing)
     mc = [name for name in result.costs if not declares(name, "closed_form")]
     if mc:
         notes.append(f"{', '.join(mc)}: Monte Carlo over {result.mc_groups} groups per G (seed {result.seed}) "

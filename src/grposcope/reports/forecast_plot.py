@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..files import atomic_output
-from .forecast import CLOSED_FORM, Forecast
+from .forecast import Forecast, closed_form_samplers
 from .plots import as_text, pyplot
 
 
@@ -73,7 +73,7 @@ def _plot_costs(ax: Any, result: Forecast) -> None:
         if points:
             ax.errorbar([g for g, _ in points], [c.samples_per_informative for _, c in points],
                         yerr=[c.se if math.isfinite(c.se) else 0.0 for _, c in points], marker="o", capsize=3,
-                        label=name if name in CLOSED_FORM else f"{name} (Monte Carlo)")
+                        label=name if name in closed_form_samplers() else f"{name} (Monte Carlo)")
     sizes = list(result.acr)
     ax.set(xscale="log", yscale="log", xlabel="group size G (samples per prompt)",
            ylabel="samples generated per informative group",

@@ -35,8 +35,7 @@ def pyplot(needed_by: str = "grposcope report") -> Any:
     try:
         import matplotlib
     except ImportError:
-        raise ImportError(f"{needed_by} needs matplotlib: pip install matplotlib "
-                          "(or pip install 'grposcope[report]')") from None
+        raise ImportError(f"{needed_by} needs matplotlib: pip install 'grposcope[report]'", name="matplotlib") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

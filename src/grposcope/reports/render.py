@@ -31,6 +31,7 @@ class Report:
     skipped: list[str] | None = None  # runs left out of the regression, and why
     unread: list[str] = field(default_factory=list)  # paths given that could not be read, and why
     diagnoses: list = field(default_factory=list)  # grposcope diagnose's findings, one Diagnosis per run
+    no_plots: str = ""  # why no plot was drawn (an install without matplotlib)
 
 
 def regression_inputs(runs: list[Run], figures: list[RunFigures]) -> tuple[list[tuple[str, float, float]], list[str]]:
@@ -126,6 +127,7 @@ def _notes(report: Report) -> list[str]:
     if report.skipped:
         notes.append(f"left out of the regression: {', '.join(report.skipped)}")
     notes += [f"not read: {why}" for why in report.unread]
+    notes += [report.no_plots] if report.no_plots else []
     return notes
 
 
@@ -192,7 +194,7 @@ def _table_html(report: Report) -> str:
 
 def _alarms_html(report: Report) -> str:
     """Every alarm any run raised, with its first step and what to do about it (the advice training prints)."""
-    from ..core.diagnostics import ALARM_ADVICE
+    from ..core.alarms import ADVICE as ALARM_ADVICE
 
     esc = html.escape
     raised = [(i, run, a) for i, (run, f) in enumerate(zip(report.runs, report.figures), 1) for a in f.alarms]
@@ -271,10 +273,16 @@ def build_report(runs: list[Run], out: Path, regress: bool, entropy_floor: float
     report = Report(runs, figures, [], unread=unread or [])
     if regress:  # before any plot: a refused regression writes nothing
         report.fit, report.regression_points, report.skipped = fit_runs(runs, figures)
-    report.plots = draw_all(runs, out, entropy_floor, kl_bound)
-    if report.fit is not None:
-        points = report.regression_points
-        plot_regression(runs, [p[1] for p in points], [p[2] for p in points], report.fit, out)
+    try:  # matplotlib is drawn with below: imported now, once
+        import matplotlib  # noqa: F401
+    except ImportError:  # a plain install: the tables, findings and steps.csv without the plots
+        report.no_plots = ("no plots: they need matplotlib, which a plain install leaves out: pip install "
+                           "'grposcope[report]'")
+    else:
+        report.plots = draw_all(runs, out, entropy_floor, kl_bound)
+        if report.fit is not None:
+            points = report.regression_points
+            plot_regression(runs, [p[1] for p in points], [p[2] for p in points], report.fit, out)
     from ..diagnose import Options, diagnose
     from .sampler_evidence import add_sampler_evidence
 

@@ -15,11 +15,12 @@ MC_GROUPS = 300  # Monte Carlo groups for the budgeted sampler: a line of eviden
 
 def sampler_line(run: Any) -> str | None:
     """One sentence, or None when the run holds no groups (or they cannot be read)."""
+    from ..runs.values import replay_missing
     from .forecast import forecast
     from .run_counts import counts_from_run
 
-    if run.source not in ("grposcope", "trl", "verl") or not run.path.is_dir():
-        return None
+    if run.source not in ("grposcope", "trl", "verl") or not run.path.is_dir() or replay_missing():
+        return None  # no groups, or an install without what replays them (the run's notes say so)
     try:
         _, counts, _, measured = counts_from_run(run.path, STEPS, None)
     except (ValueError, OSError):

@@ -99,8 +99,8 @@ def _raise_startup_error(ready: dict | None, startup_timeout_s: float) -> None:
             "is not out of memory"
         )
     raise ImportError(
-        f"box_accuracy_reward needs math-verify, which failed to import ({ready.get('error')}); "
-        "install it with `pip install math-verify`, or use accuracy_reward, which needs nothing"
+        f"box_accuracy_reward needs math-verify, which failed to import ({ready.get('error')}): pip install "
+        "'grposcope[train]', or use accuracy_reward, which needs nothing", name="math_verify"
     )
 
 

@@ -20,20 +20,24 @@ import logging
 import math
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-
-from ..core.diagnostics import ZERO_ADVANTAGE_TOL, CollapseMonitor, alarm_window, collapsed_groups, pad_groups
 from .rollouts import Rollouts, StepGroups, plural, step_span
+
+if TYPE_CHECKING:
+    import torch
 
 ACR_100_STEPS = 100
 
 GROUPS = "groups"  # groups of two or more completions in the step's rollouts (steps.csv, the plots)
 
 
-def step_rewards(step: StepGroups) -> torch.Tensor:
+def step_rewards(step: StepGroups) -> "torch.Tensor":
     """A step's groups as core's (B, G) reward matrix, uneven groups padded with their own mean."""
+    import torch
+
+    from ..core.diagnostics import pad_groups
+
     return pad_groups([torch.tensor(g, dtype=torch.float64) for g in step.rewards])
 
 
@@ -51,6 +55,10 @@ def replay(rollouts: Rollouts, engine: dict[int, dict[str, float]], given_thresh
            entropy_floor: float, kl_bound: float) -> tuple[dict[int, dict[str, float]], list[str]]:
     """The ACR family of every step the rollouts hold, as grposcope's trainer computes it, with the engine's
     entropy and KL (`engine[step]["entropy/mean"]`, `["kl/mean"]`) for their alarms. -> ({step: metrics}, notes)."""
+    import torch
+
+    from ..core.diagnostics import ZERO_ADVANTAGE_TOL, CollapseMonitor, alarm_window, collapsed_groups
+
     notes = []
     low, high = rollouts.reward_range()
     threshold, how = success_threshold(low, high, given_threshold)

@@ -235,8 +235,7 @@ def _parquet() -> Any:
     try:
         import pyarrow.parquet as pq
     except ImportError:
-        raise ImportError("reading TRL's completions_*.parquet needs pyarrow: pip install pyarrow (TRL installs "
-                          "it with datasets)") from None
+        raise ImportError("reading TRL's completions_*.parquet needs pyarrow", name="pyarrow") from None
     return pq
 
 

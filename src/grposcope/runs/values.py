@@ -51,6 +51,19 @@ def read_json(path: Path) -> Any:
         raise ValueError(f"{path} is not valid JSON ({err}); is the file complete?") from None
 
 
+def replay_missing() -> str | None:
+    """What replaying a run's rollout files needs and this install lacks (pyarrow reads TRL's parquet; the ACR
+    family per group is grposcope's own CollapseMonitor, in torch), or None. Imported here only when the
+    replay is about to use them."""
+    missing = []
+    for module in ("torch", "pyarrow"):
+        try:
+            __import__(module)
+        except ImportError:
+            missing.append(module)
+    return " and ".join(missing) or None
+
+
 def add_rollouts(run: Run, rollouts: Any, options: Any) -> None:
     """The ACR family of `rollouts` into `run`'s series, on the union of its steps and the rollouts' steps."""
     from .engine_runs import replay

@@ -21,7 +21,7 @@ from ..catalogue import by_engine_name, resolve
 from ..file_kinds import check_file, not_a_file
 from ..record import ACCURACY, Run
 from ..rollouts import trl_files
-from ..values import add_rollouts, bad_step, is_step, join_runs, number, odd_notes, read_json
+from ..values import add_rollouts, bad_step, is_step, join_runs, number, odd_notes, read_json, replay_missing
 from . import register
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ def _join_tensorboard(run: Run, folder: Path, name: str, options: ReadOptions) -
         return
     except ImportError:  # the state alone still reads: the events are an addition, not the run
         run.notes.append(f"{events}: TensorBoard events not joined (reading them needs the tensorboard package: "
-                         "pip install tensorboard)")
+                         "pip install 'grposcope[tensorboard]')")
         return
     added = join_runs(run, logged)
     folders = run_folders(files)
@@ -196,6 +196,13 @@ def _stock_trl_run(path: Path, name: str, options: ReadOptions) -> Run:
         return run
     if run.has("collapse/acr_ema"):  # grposcope's TRL subclass logged the family itself
         run.found = f"a TRL run with grposcope's integration ({', '.join(found)})"
+        return run
+    missing = replay_missing()
+    if missing and run.steps:  # the state alone still reads; the completions are an addition
+        run.found = (f"a TRL run ({', '.join(found)}; completions/ not read, it needs {missing}: pip install "
+                     "'grposcope[train]')")
+        run.notes.append(f"{folder}: completions/*.parquet not read (the ACR family per group needs {missing}: pip "
+                         "install 'grposcope[train]'); the logged metrics are read")
         return run
     names = _reward_names(run)
     rollouts = read_trl(folder, names)
