@@ -88,7 +88,7 @@ cp -r tests/fixtures/runs/quickstart tests/fixtures/trl_tiny_run tests/fixtures/
     "$light/bin/grposcope" diagnose "$run" > /dev/null
   done
   say "grposcope report quickstart (plain install: no matplotlib, no plots)"
-  "$light/bin/grposcope" report quickstart --out light-report | tail -n 2
+  "$light/bin/grposcope" report quickstart --output light-report | tail -n 2
   [ -s light-report/report.html ] || { echo "scripts/test_wheel.sh: no light-report/report.html" >&2; exit 1; }
   say "grposcope diagnose trl_tiny_run/runs (plain install: TensorBoard needs its extra)"
   if "$light/bin/grposcope" diagnose trl_tiny_run/runs 2> tb.err; then

@@ -58,7 +58,7 @@ def stock_run(out: Path, callbacks: list | None = None) -> Any:
 
 def event_file(out: Path) -> Path:
     """The one TensorBoard event file of a run's output folder (transformers: out/runs/<date_host>/)."""
-    files = sorted((out / "runs").rglob("events.out.tfevents.*"))
+    files = sorted(f for f in (out / "runs").rglob("events.out.tfevents.*") if f.parent.name != "grposcope")
     if len(files) != 1:
         raise RuntimeError(f"expected one TensorBoard event file under {out / 'runs'}, found {len(files)}: {files}")
     return files[0]

@@ -233,7 +233,7 @@ def test_the_command_on_a_pairs_file_with_math_verify(tmp_path, case_verdicts):
     assert "FLAG: math_verify and grposcope_default disagree on 28.6% of the 7 pairs both judge" in text
     assert "Why it matters: a verifier that marks right answers wrong manufactures all-wrong collapse" in text
     again = _run(_pairs_file(tmp_path), "--json", out)  # an existing --json file is kept
-    assert again.exit_code == 1 and "already exists; pass --overwrite" in again.output
+    assert again.exit_code == 2 and "already exists; pass --overwrite" in again.output
 
 
 def test_a_json_path_that_is_a_folder_is_named_as_such_and_overwrite_is_not_offered(tmp_path):
@@ -242,7 +242,7 @@ def test_a_json_path_that_is_a_folder_is_named_as_such_and_overwrite_is_not_offe
     for extra in ([], ["--overwrite"]):  # --overwrite cannot replace a folder with a file
         result = _run(_pairs_file(tmp_path), "--json", folder, *extra)
         text = " ".join(result.output.split())
-        assert result.exit_code == 1 and "--overwrite" not in text
+        assert result.exit_code == 2 and "--overwrite" not in text
         assert f"--json {folder} is a folder; name a file in it, e.g. --json {folder / 'audit.json'}" in text
 
 
@@ -254,7 +254,7 @@ def test_the_command_on_a_completions_log_and_fail_on_flag(tmp_path):
     text = " ".join(result.output.split())
     assert "13 pairs, 4 groups (and 1 cut short, left out)" in text
     assert "FLAG: boxed_exact and last_number disagree on 38.5%" in text
-    assert _run(log, *verifiers, "--fail_on_flag").exit_code == audit_cli.FLAGGED_EXIT_CODE == 2
+    assert _run(log, *verifiers, "--fail_on_flag").exit_code == audit_cli.FLAGGED_EXIT_CODE == 1
     # 5/13 = 0.385 is the largest disagreement: nothing above 0.5, so nothing to fail on
     calm = _run(log, *verifiers, "--fail_on_flag", "--threshold", 0.5)
     assert calm.exit_code == 0 and "No two verifiers disagree on more than 50.0%" in " ".join(calm.output.split())
@@ -306,7 +306,7 @@ def test_bad_input_is_one_line_before_any_verification(tmp_path, monkeypatch, ma
 
     monkeypatch.setattr(audit_module, "run_verifiers", no_verification)
     result = _run(*make_args(tmp_path))
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.output
 

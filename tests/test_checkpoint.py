@@ -203,7 +203,7 @@ def test_cli_resume_continues_the_newest_checkpoint(tmp_path, tiny_model_dir):
     lines = read_lines(tmp_path / "out" / "metrics.jsonl")
     assert [r["step"] for r in lines] == [1, 2, 3]
     again = runner.invoke(app, options + ["--max_steps", "3"])  # without --resume: refused, with the way out
-    assert again.exit_code == 1 and "--resume" in again.output
+    assert again.exit_code == 2 and "--resume" in again.output
 
 
 def test_a_lora_run_resumes_its_adapters(tmp_path, tiny_llama, tiny_tokenizer):

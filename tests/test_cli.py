@@ -35,11 +35,11 @@ def test_train_from_yaml_with_overrides(tmp_path, tiny_model_dir):
 def test_bad_options_exit_1_with_the_reason():
     runner = CliRunner()
     result = runner.invoke(app, ["train", "--num_generation", "8"])
-    assert result.exit_code == 1 and "did you mean num_generations?" in result.output
+    assert result.exit_code == 2 and "did you mean num_generations?" in result.output
     result = runner.invoke(app, ["train", "--num_generations", "1"])
-    assert result.exit_code == 1 and "num_generations must be >= 2" in result.output
+    assert result.exit_code == 2 and "num_generations must be >= 2" in result.output
     result = runner.invoke(app, ["train", "--preset", "nope"])
-    assert result.exit_code == 1 and "unknown preset 'nope'; known: quickstart" in result.output
+    assert result.exit_code == 2 and "unknown preset 'nope'; known: quickstart" in result.output
 
 
 def test_quickstart_preset_is_a_valid_config():

@@ -29,7 +29,7 @@ def _error(args: list[str]) -> tuple[int, list[str]]:
     (["forecast", "--mc_groups=lots"], ["grposcope forecast: --mc_groups", "(got 'lots')", "e.g. --mc_groups"]),
     (["simulate", "--bogus"], ["grposcope simulate: No such option: --bogus", "see grposcope simulate --help"]),
     (["bogus"], ["No such command 'bogus'", "see grposcope --help"]),
-    (["sweep", "--out"], ["grposcope sweep: Option '--out' requires an argument", "see grposcope sweep --help"]),
+    (["sweep", "--output"], ["grposcope sweep: Option '--output' requires an argument", "see grposcope sweep --help"]),
     (["report"], ["grposcope report: RUNS is required", "it takes runs"]),
 ])
 def test_usage_errors_are_one_line_naming_the_option_and_an_example(args, wanted):
@@ -56,7 +56,7 @@ def test_help_and_a_typer_exit_keep_their_exit_codes():
     result = runner.invoke(app, ["--version"])
     assert result.exit_code == 0 and result.output.startswith("grposcope ")
     result = runner.invoke(app, ["report", "/nonexistent/run"])
-    assert result.exit_code == 1 and result.output.startswith("error: ")
+    assert result.exit_code == 2 and result.output.startswith("error: ")
 
 
 def test_an_error_quoting_a_huge_value_is_bounded():

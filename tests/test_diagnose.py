@@ -259,7 +259,9 @@ def test_cli_json_and_fail_on(tmp_path):
     result = CliRunner().invoke(app, ["diagnose", str(run), "--json", str(out)])
     assert result.exit_code == 0, result.output
     assert "[bold]run<img src=x>" in result.output  # the name shown as written, not as markup
-    findings = json.loads(out.read_text())
+    document = json.loads(out.read_text())
+    assert document["schema"] == "grposcope.findings/1" and len(document["runs"]) == 1
+    findings = document["runs"][0]["findings"]
     row = next(f for f in findings if f["detector"] == "no_signal_steps")
     assert {"run", "detector", "severity", "step", "evidence", "fix", "refs"} <= set(row)
     assert row["severity"] == "critical" and row["step"] == 1 and isinstance(row["evidence"], list)
@@ -277,7 +279,7 @@ def test_cli_refuses_an_unknown_detector_and_lists_them(tmp_path):
 
     run = _write_state(tmp_path / "r", [0.0] * 8)
     bad = CliRunner().invoke(app, ["diagnose", str(run), "--only", "entropy"])
-    assert bad.exit_code == 1 and "unknown detector 'entropy'" in bad.output and "entropy_collapse" in bad.output
+    assert bad.exit_code == 2 and "unknown detector 'entropy'" in bad.output and "entropy_collapse" in bad.output
     listed = CliRunner().invoke(app, ["diagnose", "--list"])
     assert listed.exit_code == 0 and "reward_hacking" in listed.output
 
@@ -295,7 +297,7 @@ def test_the_stock_trl_run_names_truncation_and_steps_without_signal(tmp_path):
     out = tmp_path / "f.json"
     result = CliRunner().invoke(app, ["diagnose", str(STOCK_TRL), "--json", str(out)])
     assert result.exit_code == 0, result.output
-    by = {f["detector"]: f for f in json.loads(out.read_text())}
+    by = {f["detector"]: f for f in json.loads(out.read_text())["runs"][0]["findings"]}
     assert by["truncation"]["severity"] == "critical" and "27%" in by["truncation"]["title"]
     assert "44% at the last logged step (8)" in by["truncation"]["evidence"][0]
     assert by["no_signal_steps"]["step"] == 1 and "steps 1, 3-5, 7-8" in by["no_signal_steps"]["evidence"][0]
@@ -310,7 +312,7 @@ def test_the_report_opens_with_the_same_findings(tmp_path):
 
     from grposcope.cli import app
 
-    result = CliRunner().invoke(app, ["report", str(STOCK_TRL), "--out", str(tmp_path / "r")])
+    result = CliRunner().invoke(app, ["report", str(STOCK_TRL), "--output", str(tmp_path / "r")])
     assert result.exit_code == 0, result.output
     md = (tmp_path / "r" / "report.md").read_text()
     assert md.index("## Findings") < md.index("| run |")

@@ -158,7 +158,7 @@ def test_the_cli_prints_one_error_line_and_exits_1(tmp_path, tiny_model_dir, mon
     runner = CliRunner()
     fail_writes(monkeypatch, "torch.save", "optimizer.pt", WRITE_FAILURES[1][2], inside="checkpoint-2")
     result = runner.invoke(app, cli_options(tmp_path, tiny_model_dir))
-    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    assert result.exit_code == 2 and isinstance(result.exception, SystemExit), result.output
     errors_shown = [line for line in result.output.splitlines() if line.startswith("error:")]
     assert len(errors_shown) == 1 and "Traceback" not in result.output
     assert re.match(NO_SPACE.format(what="checkpoint-2"), errors_shown[0].removeprefix("error: "))
@@ -263,7 +263,7 @@ def test_a_full_disk_while_logging_completions_leaves_no_partial_line(tmp_path, 
 def test_the_cli_prints_a_full_disk_while_logging_as_one_line(tmp_path, tiny_model_dir, monkeypatch):
     fill_the_disk_at(monkeypatch, "metrics.jsonl", call=2)
     result = CliRunner().invoke(app, cli_options(tmp_path, tiny_model_dir))
-    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    assert result.exit_code == 2 and isinstance(result.exception, SystemExit), result.output
     shown = [line for line in result.output.splitlines() if line.startswith("error:")]
     assert len(shown) == 1 and "Traceback" not in result.output
     assert shown[0].startswith(f"error: no space left on the disk of {tmp_path / 'out' / 'metrics.jsonl'}")

@@ -246,21 +246,21 @@ def test_cli_eval_errors_name_the_fix(tmp_path, tiny_model_dir, math_file):
     base = ["eval", "--model", str(tiny_model_dir), "--reward_funcs", "accuracy_reward"]
     result = runner.invoke(app, [*base, "--dataset", str(math_file), "--num_samples", "4", "--temperature", "0",
                                  "--output", str(tmp_path / "a.json")])
-    assert result.exit_code == 1 and "temperature must be > 0 when num_samples > 0" in result.output
+    assert result.exit_code == 2 and "temperature must be > 0 when num_samples > 0" in result.output
     result = runner.invoke(app, [*base, "--dataset", str(tmp_path / "missing.jsonl"),
                                  "--output", str(tmp_path / "b.json")])
-    assert result.exit_code == 1 and "error: no such file" in result.output and "missing.jsonl" in result.output
+    assert result.exit_code == 2 and "error: no such file" in result.output and "missing.jsonl" in result.output
     existing = tmp_path / "c.json"
     existing.write_text("{}")
     result = runner.invoke(app, [*base, "--dataset", str(math_file), "--output", str(existing)])
-    assert result.exit_code == 1 and "already exists; pass --overwrite" in result.output
+    assert result.exit_code == 2 and "already exists; pass --overwrite" in result.output
     assert existing.read_text() == "{}"
     result = runner.invoke(app, [*base, "--dataset", str(math_file), "--split", "test",
                                  "--output", str(tmp_path / "d.json")])
-    assert result.exit_code == 1 and "unknown split 'test'; choose one of eval, train, all" in result.output
+    assert result.exit_code == 2 and "unknown split 'test'; choose one of eval, train, all" in result.output
     result = runner.invoke(app, [*base, "--dataset", str(math_file), "--reward_funcs", "nope",
                                  "--output", str(tmp_path / "e.json")])
-    assert result.exit_code == 1 and "unknown reward function 'nope'; known:" in result.output
+    assert result.exit_code == 2 and "unknown reward function 'nope'; known:" in result.output
     assert not any(tmp_path.glob("[abde].json"))
 
 

@@ -62,6 +62,6 @@ def test_eval_size_on_a_jsonl_file_evaluates_the_held_out_split_with_a_note(tmp_
 
 def test_eval_size_with_the_whole_file_is_refused(tmp_path, tiny_model_dir):
     result = _eval(tiny_model_dir, _file(tmp_path), tmp_path / "e.json", "--eval_size", "4", "--split", "all")
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "eval_size=4 has no effect on the 'all' split" in " ".join(result.output.split())
     assert not (tmp_path / "e.json").exists()

@@ -251,7 +251,7 @@ def test_cli_forecast_prints_the_tables_and_writes_json(tmp_path):
     assert (g2["g"], g2["acr"], g2["never_mixed"]) == (2, pytest.approx(2 / 3), 1)
     assert data["source"].startswith(str(probe)) and data["budget"] == 16
     result = CliRunner().invoke(app, ["forecast", str(probe), "--json", str(out), "--mc_groups", "10"])
-    assert result.exit_code == 1 and "already exists; pass --overwrite" in result.output
+    assert result.exit_code == 2 and "already exists; pass --overwrite" in result.output
 
 
 def test_cli_forecast_plot(tmp_path):
@@ -287,7 +287,7 @@ def test_cli_forecast_bad_input(tmp_path, lines, args, message):
     if message is None:  # a partial last line is what a killed probe leaves: skipped
         assert result.exit_code == 0, result.output
         return
-    assert result.exit_code == 1 and "error:" in result.output, result.output
+    assert result.exit_code == 2 and "error:" in result.output, result.output
     assert message in result.output.replace("\n", "")
 
 
@@ -312,14 +312,14 @@ def test_cli_forecast_from_a_runs_history(tmp_path):
     assert "measured collapse/acr over the 1 steps" in result.output
     assert "(1 cut short left out)" in result.output.replace("\n", " ")
     result = CliRunner().invoke(app, ["forecast", "--from_run", str(tmp_path / "nope")])
-    assert result.exit_code == 1 and "is not a folder" in result.output
+    assert result.exit_code == 2 and "is not a folder" in result.output
     result = CliRunner().invoke(app, ["forecast"])
-    assert result.exit_code == 1 and "give a probe file or --from_run" in result.output
+    assert result.exit_code == 2 and "give a probe file or --from_run" in result.output
 
 
 def test_help_shows_an_example_unwrapped():
     for command, example in (("forecast", "grposcope forecast probe.jsonl --group_sizes 2,4,8,16,32 --budget 64"),
-                             ("probe", "--dataset arithmetic --k 16 --prompts 64 --out probe.jsonl")):
+                             ("probe", "--dataset arithmetic --k 16 --prompts 64 --output probe.jsonl")):
         result = CliRunner().invoke(app, [command, "--help"], terminal_width=100)
         assert result.exit_code == 0 and example in result.output, result.output
 
@@ -347,7 +347,7 @@ def leveled_file(tmp_path, monkeypatch):
 def probe_args(model_dir, data, out, prompts, *extra):
     return ["probe", "--model", str(model_dir), "--dataset", str(data), "--split", "all", "--k", "3",
             "--prompts", str(prompts), "--max_completion_length", "2", "--batch_prompts", "2",
-            "--reward_funcs", "level_1_only,coin", "--out", str(out), *extra]
+            "--reward_funcs", "level_1_only,coin", "--output", str(out), *extra]
 
 
 def read_lines(path):
@@ -404,9 +404,9 @@ def test_cli_probe_errors_come_before_the_model_loads(tmp_path, leveled_file, mo
     ]
     for extra, message in cases:
         result = runner.invoke(app, [*probe_args(tmp_path / "no-model", leveled_file, out, 2), *extra])
-        assert result.exit_code == 1 and message in result.output.replace("\n", " "), (extra, result.output)
+        assert result.exit_code == 2 and message in result.output.replace("\n", " "), (extra, result.output)
     result = runner.invoke(app, [*probe_args(tmp_path / "no-model", tmp_path / "missing.jsonl", out, 2)])
-    assert result.exit_code == 1 and "missing.jsonl" in result.output
+    assert result.exit_code == 2 and "missing.jsonl" in result.output
 
 
 def test_probe_core_with_an_in_memory_model(tiny_llama, tiny_tokenizer):
@@ -443,7 +443,7 @@ def test_cli_forecast_refuses_work_beyond_its_bounds_in_one_line(tmp_path, args,
 
     probe = write_probe(tmp_path / "probe.jsonl", [(4, 2), (4, 0)])
     result = CliRunner().invoke(app, ["forecast", str(probe), *args])
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 2, result.output
     line = result.output.strip()
     assert line.startswith("error:") and "\n" not in line, line
     high, example = WORK_BOUNDS[option]
@@ -455,7 +455,7 @@ def test_cli_forecast_refuses_work_beyond_its_bounds_in_one_line(tmp_path, args,
 
 
 def test_cli_probe_out_naming_a_users_own_file_advises_another_out(tmp_path, leveled_file, monkeypatch):
-    # the user's notes are not a probe file: the advice is to choose another --out, not to edit their file
+    # the user's notes are not a probe file: the advice is to choose another --output, not to edit their file
     import grposcope.models
 
     monkeypatch.setattr(grposcope.models, "load_model", lambda *a, **k: (_ for _ in ()).throw(AssertionError))
@@ -463,7 +463,7 @@ def test_cli_probe_out_naming_a_users_own_file_advises_another_out(tmp_path, lev
     notes.write_text("my notes\nsecond line\n")
     result = CliRunner().invoke(app, probe_args(tmp_path / "no-model", leveled_file, notes, 2))
     text = " ".join(result.output.split())
-    assert result.exit_code == 1 and "fix or remove that line" not in text
+    assert result.exit_code == 2 and "fix or remove that line" not in text
     assert (f"{notes} exists and is not a probe file (line 1 is not JSON: Expecting value); choose another "
-            "--out, or pass --overwrite to replace it") in text
+            "--output, or pass --overwrite to replace it") in text
     assert notes.read_text() == "my notes\nsecond line\n"

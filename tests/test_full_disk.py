@@ -51,9 +51,9 @@ def test_a_refused_write_names_the_path_and_the_fix(tmp_path):
     def refuse(_tmp):
         raise PermissionError(errno.EACCES, "Permission denied")
 
-    with pytest.raises(PermissionError, match=r"--out .*a\.png cannot be written \(Permission denied\); "
-                                              r"choose another --out"):
-        with atomic_output(tmp_path / "a.png", "--out") as tmp:
+    with pytest.raises(PermissionError, match=r"--output .*a\.png cannot be written \(Permission denied\); "
+                                              r"choose another --output"):
+        with atomic_output(tmp_path / "a.png", "--output") as tmp:
             refuse(tmp)
     assert _leftovers(tmp_path) == []
 
@@ -62,7 +62,7 @@ def test_simulate_on_a_full_disk_names_the_output_and_leaves_no_empty_file(tmp_p
     out = tmp_path / "sim.json"
     monkeypatch.setattr("grposcope.files.os.fsync", _full_disk)
     code, lines = _invoke(["simulate", "--steps", "3", "--prompts", "8", "--batch_size", "4", "--output", out])
-    assert code == 1
+    assert code == 2
     assert lines[-1].startswith("error: no space left on the disk of --output ")
     assert str(out) in lines[-1] and "Free space on that disk" in lines[-1]
     assert _leftovers(tmp_path) == []
@@ -82,7 +82,7 @@ def test_simulate_plot_on_a_full_disk_leaves_no_empty_png(tmp_path, monkeypatch)
     monkeypatch.setattr(Figure, "savefig", half_then_full)
     code, lines = _invoke(["simulate", "--steps", "3", "--prompts", "8", "--batch_size", "4",
                            "--output", tmp_path / "sim.json", "--plot", tmp_path / "sim.png"])
-    assert code == 1
+    assert code == 2
     assert "no space left on the disk of --plot " in lines[-1] and "sim.png" in lines[-1]
     assert "sim.png" not in _leftovers(tmp_path)
     assert not [name for name in _leftovers(tmp_path) if name.startswith(".")]
@@ -94,7 +94,7 @@ def test_audit_json_on_a_full_disk_names_the_file(tmp_path, monkeypatch):
     out = tmp_path / "a.json"
     monkeypatch.setattr("grposcope.files.os.fsync", _full_disk)
     code, lines = _invoke(["audit-rewards", pairs, "--verifiers", "boxed_exact,last_number", "--json", out])
-    assert code == 1
+    assert code == 2
     assert lines[-1].startswith("error: no space left on the disk of --json ") and "a.json" in lines[-1]
     assert _leftovers(tmp_path) == ["pairs.jsonl"]
 
@@ -103,6 +103,6 @@ def test_diagnose_json_on_a_full_disk_names_the_file(tmp_path, monkeypatch):
     out = tmp_path / "findings.json"
     monkeypatch.setattr("grposcope.files.os.fsync", _full_disk)
     code, lines = _invoke(["diagnose", FIXTURE_RUN, "--json", out])
-    assert code == 1, lines
+    assert code == 2, lines
     assert lines[-1].startswith("error: no space left on the disk of --json ") and "findings.json" in lines[-1]
     assert _leftovers(tmp_path) == []

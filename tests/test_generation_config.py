@@ -176,7 +176,7 @@ def test_the_cli_runs_a_folder_asking_for_beam_search_with_one_note(tmp_path, ki
 def test_the_cli_names_the_file_of_a_bad_value_in_one_line(tmp_path, kind):
     folder = model_folder(tmp_path / "model", max_new_tokens=-1)
     result = run(*command(kind, folder, tmp_path))
-    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.exit_code == 2 and "Traceback" not in result.output
     lines = [line for line in result.output.splitlines() if line.startswith("error: ")]
     assert lines == [f"error: {folder / 'generation_config.json'}: max_new_tokens=-1: `max_new_tokens` must be "
                      "greater than 0, but is -1; fix the value, or delete the field from that file (grposcope "

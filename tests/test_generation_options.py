@@ -79,7 +79,7 @@ def test_a_yaml_config_asking_generate_to_run_a_folder_stops_the_cli(tmp_path, t
         f"generation_kwargs:\n  custom_generate: {folder}\n  trust_remote_code: true\n"
     )
     result = CliRunner().invoke(app, ["train", "--config", str(config)])
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 2, result.output
     assert f"error: {REFUSED}" in " ".join(result.output.split())  # rich may wrap the line
     assert not marker.exists()
     assert not (tmp_path / "out" / "metrics.jsonl").exists()
@@ -186,7 +186,7 @@ def test_the_command_line_takes_generation_kwargs_as_json(tmp_path, tiny_model_d
     assert len(texts) == 8 and all(set(t.split()) == {"a"} and len(t.split()) >= 4 for t in texts), texts
     bad = CliRunner().invoke(app, [*common, "--output_dir", str(tmp_path / "bad"), "--generation_kwargs",
                                    "min_new_tokens=4"])
-    assert bad.exit_code == 1
+    assert bad.exit_code == 2
     assert ("error: --generation_kwargs: cannot read 'min_new_tokens=4' as a mapping; write it as JSON, e.g. "
             "--generation_kwargs '{\"min_new_tokens\": 4}'") in " ".join(bad.output.split())
 

@@ -21,7 +21,7 @@ def run(*argv: str):
 
 def one_error_line(result) -> str:
     """The `error:` line of a failed command, asserting there is no traceback."""
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 2, result.output
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     assert "Traceback" not in result.output
     return next(line for line in result.output.splitlines() if line.startswith("error: "))

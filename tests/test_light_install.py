@@ -62,15 +62,16 @@ def test_a_verl_file_logger_reads_without_the_extras(tmp_path):
 
 
 def test_report_without_matplotlib_writes_everything_but_the_plots(tmp_path):
-    result = light("report", str(HERE / "fixtures" / "runs" / "quickstart"), "--out", str(tmp_path / "r"))
+    result = light("report", str(HERE / "fixtures" / "runs" / "quickstart"), "--output", str(tmp_path / "r"))
     assert result.returncode == 0, result.stderr[-2000:]
     assert "pip install 'grposcope[report]'" in result.stdout
-    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == ["report.html", "report.md", "steps.csv"]
+    written = sorted(p.name for p in (tmp_path / "r").iterdir())
+    assert written == ["findings.json", "report.html", "report.md", "steps.csv"]
     assert "grposcope[report]" in (tmp_path / "r" / "report.md").read_text()
 
 
 def test_report_with_matplotlib_and_no_torch_draws(tmp_path):
-    result = light("report", str(HERE / "fixtures" / "runs" / "quickstart"), "--out", str(tmp_path / "r"),
+    result = light("report", str(HERE / "fixtures" / "runs" / "quickstart"), "--output", str(tmp_path / "r"),
                    block_more="tensorboard,wandb")
     assert result.returncode == 0 and list((tmp_path / "r").glob("*.png")), result.stderr[-2000:]
 
@@ -83,12 +84,12 @@ def test_forecast_without_torch_costs_the_closed_form_samplers(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     assert "fixed" in result.stdout and "dynamic" in result.stdout and "grposcope[train]" in result.stdout
     result = light("forecast", str(probe), "--samplers", "budgeted")
-    assert result.returncode == 1 and "pip install 'grposcope[train]'" in result.stderr
+    assert result.returncode == 2 and "pip install 'grposcope[train]'" in result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
 def _one_line(result: subprocess.CompletedProcess, extra: str) -> None:
-    assert result.returncode == 1, (result.stdout[-500:], result.stderr[-2000:])
+    assert result.returncode == 2, (result.stdout[-500:], result.stderr[-2000:])
     assert "Traceback" not in result.stderr and f"pip install 'grposcope[{extra}]'" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
 

@@ -29,7 +29,7 @@ def test_a_finding_is_said_once_and_again_only_when_it_worsens(tmp_path, caplog)
     lines = [r.getMessage() for r in caplog.records if "no_signal_steps" in r.getMessage()]
     assert len(lines) == 2 and lines[0].startswith("grposcope diagnose at step 8: [warning] no_signal_steps")
     result = live.finish()
-    saved = json.loads((tmp_path / "findings.json").read_text())
+    saved = json.loads((tmp_path / "findings.json").read_text())["runs"][0]
     assert [f["detector"] for f in saved["findings"]] == [f.detector for f in result.findings]
     assert saved["cost"]["steps_without_signal"] == 15 and "critical" in {f["severity"] for f in saved["findings"]}
 

@@ -96,7 +96,7 @@ def test_finish_writes_findings_json_whole(threshold, tmp_path, monkeypatch):
     def no_nan(name):
         raise AssertionError(f"findings.json holds {name}: not JSON")
 
-    saved = json.loads(path.read_text(), parse_constant=no_nan)
+    saved = json.loads(path.read_text(), parse_constant=no_nan)["runs"][0]
     assert {"findings", "cost"} <= set(saved)
     assert saved["findings"] == [f.to_json() for f in result.findings]
     ours = [f for f in saved["findings"] if f["detector"] == Threshold.name]
@@ -203,16 +203,30 @@ def test_a_stock_trl_run_with_the_callback(tmp_path, caplog):
     pytest.importorskip("trl")
     pytest.importorskip("tensorboard")
     from make_trl_fixture import EVENTS, FIXTURE, STEPS, event_file, stock_run
+    from transformers import TrainerCallback
 
     from grposcope.diagnose import diagnose
     from grposcope.integrations.trl_callback import DiagnoseCallback
     from grposcope.runs import load_run
 
+    class Seen(TrainerCallback):  # what a user sees in output_dir while the run goes
+        during: list[tuple[int, bool, bool]] = []
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            self.during.append((state.global_step, (out / "findings.json").is_file(), (out / "findings.md").is_file()))
+
     out, callback = tmp_path / "out", DiagnoseCallback(every=2)
     with caplog.at_level(logging.WARNING, logger="grposcope"):
-        stock_run(out, callbacks=[callback])
-    saved = json.loads((out / "findings.json").read_text())
-    assert {"findings", "cost"} <= set(saved) and saved["cost"]["steps"] == STEPS
+        stock_run(out, callbacks=[callback, Seen()])
+    # written when a finding first fired (every = 2: the diagnosis at the second logged step), not only at the end
+    assert any(both and md and step < STEPS for step, both, md in Seen.during), Seen.during
+    # and in the run's own TensorBoard (report_to=["tensorboard"]): a text entry beside transformers' events
+    (findings_events,) = list((out / "runs").rglob("grposcope/events.out.tfevents.*"))
+    assert any(tag.startswith("grposcope/findings") for tag in tags(findings_events)), tags(findings_events)
+    document = json.loads((out / "findings.json").read_text())
+    assert document["schema"] == "grposcope.findings/1"  # the shape grposcope diagnose --format json writes
+    saved = document["runs"][0]
+    assert {"findings", "cost", "unchecked"} <= set(saved) and saved["cost"]["steps"] == STEPS
     for f in saved["findings"]:
         assert set(f) == {"run", "detector", "severity", "step", "title", "evidence", "fix", "refs", "figures"}
         assert f["severity"] in SEVERITIES and set(f["fix"]) == {"grposcope", "trl", "verl"}
@@ -290,7 +304,7 @@ def test_grposcopes_trainer_keeps_its_live_diagnosis_in_its_checkpoints(tmp_path
                            reward_funcs=always_zero)
 
     make(tiny_llama).train()
-    first = json.loads((tmp_path / "run" / "findings.json").read_text())
+    first = json.loads((tmp_path / "run" / "findings.json").read_text())["runs"][0]
     folder = tmp_path / "run" / "checkpoint-2"
     trainer = make(tiny_llama)
     state = torch.load(folder / checkpoint.STATE, weights_only=True)
@@ -300,7 +314,33 @@ def test_grposcopes_trainer_keeps_its_live_diagnosis_in_its_checkpoints(tmp_path
     torch.manual_seed(0)
     trainer.train(resume_from_checkpoint=str(folder))
     assert trainer.live.steps == [1, 2, 3, 4]
-    resumed = json.loads((tmp_path / "run" / "findings.json").read_text())
+    resumed = json.loads((tmp_path / "run" / "findings.json").read_text())["runs"][0]
     assert [f["detector"] for f in resumed["findings"]] == [f["detector"] for f in first["findings"]]
     same = ("steps", "steps_without_signal", "samples_share", "tokens_share")
     assert resumed["cost"]["steps"] == 4 and [resumed["cost"][k] for k in same] == [first["cost"][k] for k in same]
+
+
+def test_the_callback_never_raises_at_the_end_of_training(tmp_path, caplog):
+    """An output_dir it cannot write into: one warning per file, and on_train_end returns (the user's
+    trainer.save_model() after train() still runs)."""
+    from types import SimpleNamespace
+
+    pytest.importorskip("transformers")
+    from grposcope.integrations.trl_callback import DiagnoseCallback
+
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    args = SimpleNamespace(output_dir=str(blocked), run_name="r", num_generations=4, max_completion_length=8,
+                           report_to=[])
+    state = SimpleNamespace(max_steps=6, log_history=[], is_world_process_zero=True, global_step=0)
+    callback = DiagnoseCallback(every=2)
+    callback.on_train_begin(args, state, None)
+    with caplog.at_level(logging.WARNING, logger="grposcope"):
+        for step in range(1, 7):
+            state.global_step = step
+            callback.on_log(args, state, None, logs={"reward": 0.0, "reward_std": 0.0, "grad_norm": 0.0,
+                                                     "frac_reward_zero_std": 1.0})
+        callback.on_train_end(args, state, None)  # no exception
+    assert callback.result is not None and callback.result.findings
+    said = [r.getMessage() for r in caplog.records if "not written" in r.getMessage()]
+    assert said and all("a-file" in line for line in said), said

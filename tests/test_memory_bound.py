@@ -72,7 +72,7 @@ def test_a_step_that_cannot_fit_is_refused_before_the_model_loads(tmp_path, tiny
         "train", "--model_name_or_path", str(tiny_model_dir), "--output_dir", str(tmp_path / "out"),
         "--dataset_name", "arithmetic:easy", "--dataset_size", "8", "--eval_size", "2",
         "--num_generations", "100000", "--per_device_train_batch_size", "100000"])
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 2, result.output
     message = " ".join(result.output.split())  # rich may wrap the line
     assert re.fullmatch(
         r"error: a step needs ~[\d.]+ GiB \(G=100000, batch=100000, length=\d+\+256 tokens, vocabulary 64: "
@@ -114,7 +114,7 @@ def test_simulate_with_a_huge_group_is_refused_with_its_size(tmp_path, monkeypat
     out = tmp_path / "sim.json"
     result = CliRunner().invoke(app, ["simulate", "--num_generations", "1000000000", "--steps", "2",
                                       "--output", str(out)])
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 2, result.output
     assert " ".join(result.output.split()) == (
         "error: a simulated step needs ~5722.0 GiB (G=1000000000, batch_size=256: 256,000,000,000 samples a step; "
         "prompts=10000, features=16) but this machine has 16.0 GiB available; lower num_generations or batch_size "

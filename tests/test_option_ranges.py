@@ -227,7 +227,7 @@ def test_a_yaml_list_is_no_config(tmp_path, monkeypatch):
 
 @pytest.fixture
 def probe_file(tmp_path):
-    path = tmp_path / "pass_rates.jsonl"  # not probe's default --out, which probe would try to continue
+    path = tmp_path / "pass_rates.jsonl"  # not probe's default --output, which probe would try to continue
     path.write_text(json.dumps({"index": 0, "prompt": "1 + 1", "k": 4, "successes": 2}) + "\n")
     return path
 

@@ -100,7 +100,7 @@ def write_run(folder: Path, acr: list[float], accuracy: float, alarm_from: int |
 def test_report_writes_plots_markdown_and_a_self_contained_html(tmp_path):
     out = tmp_path / "report"
     result = CliRunner().invoke(app, ["report", str(FIXTURES / "quickstart"), str(FIXTURES / "trl_avspo"),
-                                      "--out", str(out)])
+                                      "--output", str(out)])
     assert result.exit_code == 0, result.output
     pngs = sorted(p.name for p in out.glob("*.png"))
     # no KL plot: neither run logged kl/mean (beta = 0)
@@ -122,7 +122,7 @@ def test_report_writes_plots_markdown_and_a_self_contained_html(tmp_path):
 
 def test_alarms_are_listed_with_their_first_step(tmp_path):
     write_run(tmp_path / "a", [1.0, 1.0, 1.0, 1.0], 0.1, alarm_from=3)
-    result = CliRunner().invoke(app, ["report", str(tmp_path / "a"), "--out", str(tmp_path / "r")])
+    result = CliRunner().invoke(app, ["report", str(tmp_path / "a"), "--output", str(tmp_path / "r")])
     assert result.exit_code == 0, result.output
     assert "| stagnation 3 |" in (tmp_path / "r" / "report.md").read_text()
 
@@ -138,7 +138,7 @@ def test_no_signal_streaks_are_found_and_drawn(tmp_path):
     (folder / "metrics.jsonl").write_text("\n".join(lines) + "\n")
     assert no_signal_spans(load_run(folder)) == [(1, 2), (4, 5)]
     out = tmp_path / "r"
-    result = CliRunner().invoke(app, ["report", str(folder), "--out", str(out)])
+    result = CliRunner().invoke(app, ["report", str(folder), "--output", str(out)])
     assert result.exit_code == 0, result.output
     assert (out / "acr.png").is_file()
 
@@ -150,7 +150,7 @@ def test_regress_fits_final_accuracy_on_acr_100(tmp_path):
     for i, (x, y) in enumerate([(0.0, 0.1), (0.25, 0.3), (0.5, 0.2), (0.75, 0.5)]):
         write_run(tmp_path / "sweep" / f"run{i}", [x, x], y)
     out = tmp_path / "r"
-    result = CliRunner().invoke(app, ["report", str(tmp_path / "sweep"), "--regress", "--out", str(out)])
+    result = CliRunner().invoke(app, ["report", str(tmp_path / "sweep"), "--regress", "--output", str(out)])
     assert result.exit_code == 0, result.output
     expected = ("final accuracy = 0.110 + 0.440 x acr_100 over 4 runs: Pearson r = 0.832, R^2 = 0.691, "
                 "p = 0.168")
@@ -163,35 +163,35 @@ def test_regress_refuses_below_three_runs_and_writes_nothing(tmp_path):
     write_run(tmp_path / "b", [0.25], 0.4)
     out = tmp_path / "r"
     result = CliRunner().invoke(app, ["report", str(tmp_path / "a"), str(tmp_path / "b"), "--regress",
-                                      "--out", str(out)])
-    assert result.exit_code == 1
+                                      "--output", str(out)])
+    assert result.exit_code == 2
     assert "needs at least 3 runs with both, got 2" in result.output
     assert not list(out.glob("*"))
 
 
 def test_bad_input_is_one_clear_line(tmp_path):
     runner = CliRunner()
-    result = runner.invoke(app, ["report", str(tmp_path / "nope"), "--out", str(tmp_path / "r")])
-    assert result.exit_code == 1 and "does not exist" in result.output
+    result = runner.invoke(app, ["report", str(tmp_path / "nope"), "--output", str(tmp_path / "r")])
+    assert result.exit_code == 2 and "does not exist" in result.output
     (tmp_path / "empty").mkdir()
-    result = runner.invoke(app, ["report", str(tmp_path / "empty"), "--out", str(tmp_path / "r")])
-    assert result.exit_code == 1 and "is not a run" in result.output
+    result = runner.invoke(app, ["report", str(tmp_path / "empty"), "--output", str(tmp_path / "r")])
+    assert result.exit_code == 2 and "is not a run" in result.output
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "metrics.jsonl").write_text('{"step": 1}\nnot json\n{"step": 3}\n')
-    result = runner.invoke(app, ["report", str(bad), "--out", str(tmp_path / "r")])
-    assert result.exit_code == 1 and "line 2 is not a record" in result.output
+    result = runner.invoke(app, ["report", str(bad), "--output", str(tmp_path / "r")])
+    assert result.exit_code == 2 and "line 2 is not a record" in result.output
     shutil.copytree(FIXTURES / "quickstart", tmp_path / "q")
-    assert runner.invoke(app, ["report", str(tmp_path / "q"), "--out", str(tmp_path / "r2")]).exit_code == 0
-    again = runner.invoke(app, ["report", str(tmp_path / "q"), "--out", str(tmp_path / "r2")])
-    assert again.exit_code == 1 and "pass --overwrite" in again.output
+    assert runner.invoke(app, ["report", str(tmp_path / "q"), "--output", str(tmp_path / "r2")]).exit_code == 0
+    again = runner.invoke(app, ["report", str(tmp_path / "q"), "--output", str(tmp_path / "r2")])
+    assert again.exit_code == 2 and "pass --overwrite" in again.output
 
 
 
 @pytest.mark.parametrize("command, example", [
-    ("report", "grposcope report runs/sweep --regress --out sweep_report"),
-    ("sweep", "grposcope sweep --out runs/sim --backend simulate --levels=-3,-1,1"),
-    ("probe", "--dataset arithmetic --k 16 --prompts 64 --out probe.jsonl"),
+    ("report", "grposcope report runs/sweep --regress --output sweep_report"),
+    ("sweep", "grposcope sweep --output runs/sim --backend simulate --levels=-3,-1,1"),
+    ("probe", "--dataset arithmetic --k 16 --prompts 64 --output probe.jsonl"),
     ("forecast", "grposcope forecast probe.jsonl --group_sizes 2,4,8,16,32 --budget 64"),
     ("audit-rewards", "grposcope audit-rewards pairs.jsonl --fail_on_flag --json audit.json"),
 ])

@@ -218,7 +218,7 @@ def report(tmp_path_factory) -> Path:
     odd = base / ODD_NAME
     shutil.copytree(RUNS[0], odd)
     out = base / "report"
-    result = CliRunner().invoke(app, ["report", *map(str, RUNS), str(odd), "--out", str(out)])
+    result = CliRunner().invoke(app, ["report", *map(str, RUNS), str(odd), "--output", str(out)])
     assert result.exit_code == 0, result.output
     return out
 

@@ -44,7 +44,7 @@ def test_run_names_are_drawn_as_written_in_every_legend_and_title(tmp_path, monk
 
     monkeypatch.setattr(plots.Canvas, "save", spy)
     out = tmp_path / "r"
-    result = CliRunner().invoke(app, ["report", str(tmp_path / name), str(tmp_path / "plain"), "--out", str(out)])
+    result = CliRunner().invoke(app, ["report", str(tmp_path / name), str(tmp_path / "plain"), "--output", str(out)])
     assert result.exit_code == 0, result.output + repr(result.exception)
     assert sorted(p.name for p in out.glob("*.png")) == sorted(drawn)
     for file in ("acr.png", "entropy.png", "reward.png", "accuracy.png", "sampler_cost.png"):
@@ -65,8 +65,8 @@ def _trl_log(folder: Path, step) -> Path:
                          ids=["text", "null", "fraction"])
 def test_a_trl_log_with_a_bad_step_names_the_file_and_the_entry(tmp_path, step, shown):
     path = _trl_log(tmp_path / "trl", step)
-    result = CliRunner().invoke(app, ["report", str(tmp_path / "trl"), "--out", str(tmp_path / "r")])
-    assert result.exit_code == 1, result.output
+    result = CliRunner().invoke(app, ["report", str(tmp_path / "trl"), "--output", str(tmp_path / "r")])
+    assert result.exit_code == 2, result.output
     assert result.output == (f"error: {path}: log_history[2] has step {shown}; a step must be a whole number "
                              "(the optimizer step it was logged at): fix or remove that record\n")
 
@@ -77,8 +77,8 @@ def test_a_metrics_file_with_a_bad_step_names_the_file_and_the_line(tmp_path):
     record["step"] = "3x"
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "metrics.jsonl").write_text("\n".join(lines[:2] + [json.dumps(record)] + lines[3:]) + "\n")
-    result = CliRunner().invoke(app, ["report", str(tmp_path / "run"), "--out", str(tmp_path / "r")])
-    assert result.exit_code == 1
+    result = CliRunner().invoke(app, ["report", str(tmp_path / "run"), "--output", str(tmp_path / "r")])
+    assert result.exit_code == 2
     assert f'error: {tmp_path / "run" / "metrics.jsonl"}: line 3 has step "3x"' in result.output
 
 
@@ -95,7 +95,7 @@ def test_metric_values_that_are_not_numbers_are_noted_with_the_file(tmp_path):
     state["log_history"][1]["reward"] = [0.5]
     trl.write_text(json.dumps(state))
     out = tmp_path / "r"
-    result = CliRunner().invoke(app, ["report", str(tmp_path / "run"), str(tmp_path / "trl"), "--out", str(out)])
+    result = CliRunner().invoke(app, ["report", str(tmp_path / "run"), str(tmp_path / "trl"), "--output", str(out)])
     assert result.exit_code == 0, result.output
     expected = [f'run: reward/mean has 1 value(s) that are not numbers in {metrics} (the first: "0.5" at step 3)',
                 f'run: entropy/mean has 20 value(s) that are not numbers in {metrics} (the first: "0.234" at '
@@ -110,8 +110,8 @@ def test_metric_values_that_are_not_numbers_are_noted_with_the_file(tmp_path):
                                            ("--kl_bound", "inf")])
 def test_alarm_bounds_out_of_range_are_refused_before_anything_is_written(tmp_path, option, value):
     out = tmp_path / "r"
-    result = CliRunner().invoke(app, ["report", str(FIXTURES / "quickstart"), "--out", str(out), option, value])
-    assert result.exit_code == 1
+    result = CliRunner().invoke(app, ["report", str(FIXTURES / "quickstart"), "--output", str(out), option, value])
+    assert result.exit_code == 2
     assert f"error: {option} must be a finite number >= 0 (nats; the runs' {option[2:]}, 0.5 by default), got" \
         in result.output
     assert not out.exists()
@@ -126,7 +126,7 @@ def test_report_md_shows_html_and_line_breaks_in_run_names_as_text(tmp_path):
         shutil.copytree(FIXTURES / "quickstart", tmp_path / name)
     out = tmp_path / "r"
     result = CliRunner().invoke(app, ["report", str(tmp_path / html_name), str(tmp_path / broken_name),
-                                      "--out", str(out)])
+                                      "--output", str(out)])
     assert result.exit_code == 0, result.output + repr(result.exception)
     markdown = (out / "report.md").read_text()
     assert "<img" not in markdown and "<svg" not in markdown
@@ -169,7 +169,7 @@ def _not_a_file(folder: Path, name: str, kind: str) -> Path:
 def test_a_fifo_in_a_verl_dump_is_named_never_opened(tmp_path, command):
     dump = _verl_dump(tmp_path / "dump")
     os.mkfifo(dump / "2.jsonl")
-    args = ["report", str(dump), "--out", str(tmp_path / "r")] if command == "report" else \
+    args = ["report", str(dump), "--output", str(tmp_path / "r")] if command == "report" else \
         ["forecast", "--from_run", str(dump)]
     result = _cli(*args)
     assert result.returncode != 0
@@ -181,7 +181,7 @@ def test_a_fifo_in_a_verl_dump_is_named_never_opened(tmp_path, command):
 @pytest.mark.parametrize("kind", ["FIFO", "directory", "symbolic link loop"])
 def test_a_run_log_that_is_no_file_is_named_with_its_kind(tmp_path, name, kind):
     where = _not_a_file(tmp_path / "run", name, kind)
-    result = _cli("report", str(tmp_path / "run"), "--out", str(tmp_path / "r"))
+    result = _cli("report", str(tmp_path / "run"), "--output", str(tmp_path / "r"))
     assert result.returncode != 0
     assert f"{where} is a {kind}, not a file" in result.stderr, result.stderr
     assert "is not a run" not in result.stderr
@@ -193,7 +193,7 @@ def test_bytes_that_are_not_utf8_in_metrics_are_named_with_file_line_and_fix(tmp
     lines = path.read_bytes().split(b"\n")
     lines[3] = lines[3][:20] + b"\xff" + lines[3][20:]
     path.write_bytes(b"\n".join(lines))
-    result = CliRunner().invoke(app, ["report", str(tmp_path / "run"), "--out", str(tmp_path / "r")])
+    result = CliRunner().invoke(app, ["report", str(tmp_path / "run"), "--output", str(tmp_path / "r")])
     assert result.exit_code != 0
     assert f"{path}: line 4, column 21: not UTF-8 text (byte 0xff); save the file as UTF-8" in result.output, \
         result.output

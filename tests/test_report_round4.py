@@ -37,7 +37,7 @@ def _notes(output: str) -> list[str]:
 def test_report_names_nan_infinity_and_true_in_a_metrics_file_once_each(tmp_path):
     path = _metrics(tmp_path / "run", {4: {"loss": "NaN"}, 7: {"loss": "Infinity", "kl/mean": "-Infinity"},
                                        9: {"reward/errors": "true"}, 10: {"reward/errors": "false"}})
-    result = CliRunner().invoke(app, ["report", str(tmp_path / "run"), "--out", str(tmp_path / "r")])
+    result = CliRunner().invoke(app, ["report", str(tmp_path / "run"), "--output", str(tmp_path / "r")])
     assert result.exit_code == 0, result.output
     notes = _notes(result.output)
     assert f"note: run: {path}: 3 values NaN or infinite (loss at steps 4, 7; kl/mean at step 7): shown as not " \
@@ -57,7 +57,7 @@ def test_report_names_nan_in_a_trl_trainer_state_once(tmp_path):
     (tmp_path / "trl").mkdir()
     path = tmp_path / "trl" / "trainer_state.json"
     path.write_text(json.dumps(state))  # NaN, as TRL writes it
-    result = CliRunner().invoke(app, ["report", str(tmp_path / "trl"), "--out", str(tmp_path / "r")])
+    result = CliRunner().invoke(app, ["report", str(tmp_path / "trl"), "--output", str(tmp_path / "r")])
     assert result.exit_code == 0, result.output
     where = ", ".join(str(r["step"]) for r in steps)
     assert f"note: trl: {path}: 2 values NaN or infinite (loss at steps {where}): shown as not logged" in \
@@ -92,7 +92,7 @@ def _two_runs_in_one_file(folder: Path) -> Path:
 
 def test_report_names_a_metrics_file_whose_step_goes_back_and_shows_each_step_once(tmp_path):
     path = _two_runs_in_one_file(tmp_path / "run")
-    result = CliRunner().invoke(app, ["report", str(tmp_path / "run"), "--out", str(tmp_path / "r")])
+    result = CliRunner().invoke(app, ["report", str(tmp_path / "run"), "--output", str(tmp_path / "r")])
     assert result.exit_code == 0, result.output
     assert f"note: run: {path}: step goes back from 5 to 2 at line 6 (2 such lines): two runs writing one file, or " \
            "a resume that kept the old lines; shown as one run, each step once in step order with the values of " \
@@ -118,13 +118,13 @@ def test_report_of_one_run_given_twice_reads_it_once(tmp_path, monkeypatch):
 
     shutil.copytree(FIXTURES / "quickstart", tmp_path / "run")
     monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(app, ["report", "run", "./run/", str(tmp_path / "run"), "--out", "r"])
+    result = CliRunner().invoke(app, ["report", "run", "./run/", str(tmp_path / "run"), "--output", "r"])
     assert result.exit_code == 0, result.output
     assert "note: run: run given three times (also as " + str(tmp_path / "run") + "): read once" in \
         _notes(result.output), result.output
     report = (tmp_path / "r" / "report.md").read_text()
     assert report.count("| run | grposcope | 20 |") == 1 and "1 run(s)" in report, report
-    result = CliRunner().invoke(app, ["report", "run", "run", "--out", "r2"])
+    result = CliRunner().invoke(app, ["report", "run", "run", "--output", "r2"])
     assert "note: run: run given twice: read once" in _notes(result.output), result.output
 
 

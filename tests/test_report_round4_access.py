@@ -37,7 +37,7 @@ def refuse_open(monkeypatch, target: Path, code: int = errno.EACCES) -> None:
 
 
 def _one_line_error(result) -> str:
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
     assert len(lines) == 1, result.output
     return lines[0]
@@ -46,7 +46,7 @@ def _one_line_error(result) -> str:
 def test_report_on_an_unreadable_metrics_file_names_it_and_the_fix(tmp_path, monkeypatch):
     shutil.copytree(FIXTURES / "quickstart", tmp_path / "run")
     refuse_open(monkeypatch, tmp_path / "run" / "metrics.jsonl")
-    result = CliRunner().invoke(app, ["report", str(tmp_path / "run"), "--out", str(tmp_path / "r")])
+    result = CliRunner().invoke(app, ["report", str(tmp_path / "run"), "--output", str(tmp_path / "r")])
     path = tmp_path / "run" / "metrics.jsonl"
     assert _one_line_error(result) == (f"error: {path} cannot be read (Permission denied); let this user read it "
                                        f"(e.g. chmod a+rX {path}), or run grposcope as the user who wrote it")
@@ -57,7 +57,7 @@ def test_report_skips_an_unreadable_trl_log_of_two_runs_naming_it(tmp_path, monk
     shutil.copytree(FIXTURES / "trl_avspo", tmp_path / "trl")
     path = tmp_path / "trl" / "trainer_state.json"
     refuse_open(monkeypatch, path)
-    result = CliRunner().invoke(app, ["report", str(tmp_path / "run"), str(tmp_path / "trl"), "--out",
+    result = CliRunner().invoke(app, ["report", str(tmp_path / "run"), str(tmp_path / "trl"), "--output",
                                       str(tmp_path / "r")])
     assert result.exit_code == 0, result.output
     assert f"skipped {tmp_path / 'trl'}: {path} cannot be read (Permission denied); let this user read it" in \
@@ -69,7 +69,7 @@ def test_report_skips_an_unreadable_trl_log_of_two_runs_naming_it(tmp_path, monk
 def test_report_on_a_metrics_file_without_read_permission(tmp_path):
     shutil.copytree(FIXTURES / "quickstart", tmp_path / "run")
     (tmp_path / "run" / "metrics.jsonl").chmod(0)
-    result = CliRunner().invoke(app, ["report", str(tmp_path / "run"), "--out", str(tmp_path / "r")])
+    result = CliRunner().invoke(app, ["report", str(tmp_path / "run"), "--output", str(tmp_path / "r")])
     assert "cannot be read (Permission denied); let this user read it" in _one_line_error(result)
 
 
@@ -87,15 +87,15 @@ def test_report_out_that_cannot_be_created_says_choose_another_out(tmp_path, mon
     out = tmp_path / "r"
     real = Path.mkdir
 
-    def refuse(self, *args, **kwargs):  # the folder above --out refuses a new entry
+    def refuse(self, *args, **kwargs):  # the folder above --output refuses a new entry
         if self == out:
             raise PermissionError(errno.EACCES, "Permission denied", str(self))
         return real(self, *args, **kwargs)
 
     monkeypatch.setattr(Path, "mkdir", refuse)
-    result = CliRunner().invoke(app, ["report", str(tmp_path / "run"), "--out", str(out)])
-    assert _one_line_error(result) == (f"error: --out {out} cannot be written: creating it fails (Permission "
-                                       "denied); choose another --out")
+    result = CliRunner().invoke(app, ["report", str(tmp_path / "run"), "--output", str(out)])
+    assert _one_line_error(result) == (f"error: --output {out} cannot be written: creating it fails (Permission "
+                                       "denied); choose another --output")
 
 
 def _full_disk_at(monkeypatch, name: str) -> None:
@@ -128,7 +128,7 @@ def _full_disk_at(monkeypatch, name: str) -> None:
 
 def _error_line(result) -> str:
     """The error of a run that printed what it read first: one line, the last."""
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 2, result.output
     errors = [line for line in result.output.strip().splitlines() if line.startswith("error")]
     assert len(errors) == 1 and result.output.strip().endswith(errors[0]), result.output
     return errors[0]
@@ -143,13 +143,13 @@ def test_report_on_a_full_disk_names_the_file_and_leaves_no_empty_one(tmp_path, 
     shutil.copytree(FIXTURES / "quickstart", tmp_path / "run")
     out = tmp_path / "r"
     _full_disk_at(monkeypatch, name)
-    result = CliRunner().invoke(app, ["report", str(tmp_path / "run"), "--out", str(out)])
+    result = CliRunner().invoke(app, ["report", str(tmp_path / "run"), "--output", str(out)])
     line = _error_line(result)
-    assert line.startswith(f"error: no space left on the disk of --out {out / name} (No space left on device)"), line
-    assert line.endswith("choose another --out"), line
+    assert line.startswith(f"error: no space left on the disk of --output {out / name} (No space left on device)"), line
+    assert line.endswith("choose another --output"), line
     assert _left(out) == []  # no 0-byte file, no temporary one, nothing a rerun refuses or that holds its room
     monkeypatch.undo()  # room again: the rerun is not refused by a file the full disk left
-    result = CliRunner().invoke(app, ["report", str(tmp_path / "run"), "--out", str(out)])
+    result = CliRunner().invoke(app, ["report", str(tmp_path / "run"), "--output", str(out)])
     assert result.exit_code == 0, result.output
 
 

@@ -201,18 +201,18 @@ def test_simulate_command_routes_options_and_reports_errors(tmp_path):
     options = [r["config"]["sampler_options"] for r in json.loads(out.read_text())["runs"]]
     assert options == [{}, {"exit_rule": "pos", "round_size": 4}]
     again = runner.invoke(app, base)
-    assert again.exit_code == 1 and "--overwrite" in again.output
+    assert again.exit_code == 2 and "--overwrite" in again.output
     bad = runner.invoke(app, base + ["--overwrite", "--sampler", "fixd"])
-    assert bad.exit_code == 1 and f"known: {', '.join(SAMPLERS.names())}" in bad.output
+    assert bad.exit_code == 2 and f"known: {', '.join(SAMPLERS.names())}" in bad.output
     typo = runner.invoke(app, base + ["--overwrite", "--sampler_options", "exit_rul=pos"])
-    assert typo.exit_code == 1 and "none of fixed takes an option 'exit_rul'" in typo.output
+    assert typo.exit_code == 2 and "none of fixed takes an option 'exit_rul'" in typo.output
 
 
 def test_plot_without_matplotlib_says_how_to_install_it(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
     args = ["simulate", *CLI_SMALL, "--output", str(tmp_path / "s.json"), "--plot", str(tmp_path / "s.png")]
     result = CliRunner().invoke(app, args)
-    assert result.exit_code == 1 and "pip install 'grposcope[report]'" in result.output
+    assert result.exit_code == 2 and "pip install 'grposcope[report]'" in result.output
     assert not (tmp_path / "s.json").exists()  # it failed before running anything
 
 
@@ -222,7 +222,7 @@ def test_a_run_of_work_beyond_the_bound_is_refused_in_one_line_naming_the_option
 
     args = ["simulate", "--steps", str(10**12), "--output", str(tmp_path / "s.json")]
     result = CliRunner().invoke(app, args)
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 2, result.output
     line = result.output.replace("\n", "")
     assert "error:" in line and "--steps" in line and f"{MAX_STEPS:,}" in line and "e.g. --steps 2000" in line
     assert not (tmp_path / "s.json").exists()

@@ -125,7 +125,7 @@ def test_forecast_from_a_verl_dump_of_other_rewards_uses_their_midpoint(tmp_path
 def test_forecast_from_a_folder_that_is_no_run(tmp_path):
     (tmp_path / "empty").mkdir()
     result = _cli("forecast", "--from_run", tmp_path / "empty")
-    assert result.exit_code == 1 and "holds none of: completions.jsonl (a grposcope run)" in _text(result)
+    assert result.exit_code == 2 and "holds none of: completions.jsonl (a grposcope run)" in _text(result)
 
 
 def test_audit_a_verl_dump_scores_gts_with_every_verifier(verl_dump, tmp_path):
@@ -154,10 +154,10 @@ def test_audit_a_verl_dump_scores_gts_with_every_verifier(verl_dump, tmp_path):
 def test_audit_a_verl_dump_without_any_gts_is_refused(tmp_path):
     dump = write_verl_dump(tmp_path / "dump", {1: [(*D, [("18", 0.0)] * 4)]})
     result = _cli("audit-rewards", dump, *VERIFIERS)
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "no rollout has a reference answer in 'gts'" in _text(result)
     result = _cli("audit-rewards", dump, "--answer_column", "answer")
-    assert result.exit_code == 1 and "--answer_column is for a stock TRL output folder" in _text(result)
+    assert result.exit_code == 2 and "--answer_column is for a stock TRL output folder" in _text(result)
 
 
 def test_audit_steps_keeps_the_last_steps_of_a_completions_log(tmp_path):
@@ -180,7 +180,7 @@ def test_audit_options_for_runs_are_checked(tmp_path, args, message):
     pairs = tmp_path / "pairs.jsonl"
     pairs.write_text(json.dumps({"completion": "3", "answer": "3"}) + "\n")
     result = _cli("audit-rewards", pairs, *VERIFIERS, *args)
-    assert result.exit_code == 1 and message in _text(result)
+    assert result.exit_code == 2 and message in _text(result)
 
 
 # ---------------------------------------------------------------- a stock TRL run
@@ -254,14 +254,14 @@ def test_forecast_from_a_stock_trl_run_takes_the_last_n_steps(trl_run, tmp_path)
 
 def test_audit_a_stock_trl_run_needs_its_answer_column(trl_run):
     result = _cli("audit-rewards", trl_run, *VERIFIERS)
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {trl_run} is a stock TRL output folder: pass "
                                                    "--answer_column NAME")
     assert "(columns of completions_00004.parquet: step, prompt, completion, kinds_and_parity" in lines[0]
     assert "answer" in lines[0] and "log_extra('answer', answer)" in lines[0]
     result = _cli("audit-rewards", trl_run, *VERIFIERS, "--answer_column", "solution")
-    assert result.exit_code == 1 and "has no column 'solution'" in _text(result)
+    assert result.exit_code == 2 and "has no column 'solution'" in _text(result)
 
 
 def test_audit_a_stock_trl_run_is_the_audit_of_its_rows_as_pairs(trl_run, tmp_path):

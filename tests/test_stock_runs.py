@@ -101,7 +101,7 @@ def test_the_cli_reports_a_stock_trl_run_beside_a_verl_dump_with_steps_csv(stock
     dump = tmp_path / "verl_dump"
     write_verl_dump(dump, {1: VERL_STEP_1, 2: VERL_STEP_2})
     out = tmp_path / "report"
-    result = CliRunner().invoke(app, ["report", str(stock_trl), str(dump), str(FIXTURES / "quickstart"), "--out",
+    result = CliRunner().invoke(app, ["report", str(stock_trl), str(dump), str(FIXTURES / "quickstart"), "--output",
                                       str(out)])
     assert result.exit_code == 0, result.output
     assert "quickstart: read a grposcope run (metrics.jsonl)" in result.output
@@ -131,7 +131,7 @@ def test_logs_of_part_of_a_run_say_which_steps_they_saw(stock_trl_every_other, t
     assert any("2 files repeat the generation batch of the file before" in n for n in run.notes)
     assert any("computed from the rollouts of 2 steps (1, 3)" in n and "acr_100 is the mean ACR of the 2 seen "
                "steps among steps 1-100" in n for n in run.notes)
-    result = CliRunner().invoke(app, ["report", str(stock_trl_every_other), "--out", str(tmp_path / "r")])
+    result = CliRunner().invoke(app, ["report", str(stock_trl_every_other), "--output", str(tmp_path / "r")])
     assert result.exit_code == 0 and "│ 2 of 4 " in result.output  # the steps column
 
 
@@ -247,12 +247,12 @@ def test_bad_trl_files_give_one_note_each_and_the_rest_is_read(stock_trl, tmp_pa
 
 def test_an_empty_folder_among_runs_is_one_line_and_the_others_are_reported(stock_trl, tmp_path):
     (tmp_path / "empty").mkdir()
-    result = CliRunner().invoke(app, ["report", str(tmp_path / "empty"), str(stock_trl), "--out", str(tmp_path / "r")])
+    result = CliRunner().invoke(app, ["report", str(tmp_path / "empty"), str(stock_trl), "-o", str(tmp_path / "r")])
     assert result.exit_code == 0, result.output
     assert f"skipped {tmp_path / 'empty'}: {tmp_path / 'empty'} is not a run" in result.output
     assert "not read:" in (tmp_path / "r" / "report.md").read_text()
-    alone = CliRunner().invoke(app, ["report", str(tmp_path / "empty"), "--out", str(tmp_path / "r2")])
-    assert alone.exit_code == 1 and "is not a run" in alone.output
+    alone = CliRunner().invoke(app, ["report", str(tmp_path / "empty"), "--output", str(tmp_path / "r2")])
+    assert alone.exit_code == 2 and "is not a run" in alone.output
 
 
 def parity(prompts, completions, **kwargs):

@@ -24,7 +24,7 @@ def test_the_grid_is_every_combination_seeds_innermost():
 
 def test_a_simulated_sweep_writes_runs_that_report_reads_and_continues(tmp_path):
     out = tmp_path / "sweep"
-    args = ["sweep", "--out", str(out), *SIM, "--group_sizes", "4,8", "--levels", "-1", "--seeds", "0,1",
+    args = ["sweep", "--output", str(out), *SIM, "--group_sizes", "4,8", "--levels", "-1", "--seeds", "0,1",
             "--max_steps", "5"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
@@ -39,14 +39,14 @@ def test_a_simulated_sweep_writes_runs_that_report_reads_and_continues(tmp_path)
     assert settings == (8, 1, -1.0, 200)
     again = CliRunner().invoke(app, args)
     assert again.exit_code == 0 and "sweep: 4 runs, 4 done before, 0 to run" in again.output
-    report = CliRunner().invoke(app, ["report", str(out), "--regress", "--out", str(tmp_path / "r")])
+    report = CliRunner().invoke(app, ["report", str(out), "--regress", "--output", str(tmp_path / "r")])
     assert report.exit_code == 0, report.output
     assert "over 4 runs: Pearson r =" in report.output
 
 
 def test_a_train_sweep_runs_trains_and_resumes_from_a_checkpoint(tmp_path, tiny_model_dir):
     out = tmp_path / "sweep"
-    args = ["sweep", "--out", str(out), "--group_sizes", "2", "--levels", "easy", "--max_steps", "2",
+    args = ["sweep", "--output", str(out), "--group_sizes", "2", "--levels", "easy", "--max_steps", "2",
             "--save_steps", "1", "--keep_models", "--model_name_or_path", str(tiny_model_dir),
             "--dataset_size", "8", "--eval_size", "2", "--per_device_train_batch_size", "4",
             "--gradient_accumulation_steps", "1", "--max_completion_length", "4", "--eval_steps", "none"]
@@ -68,17 +68,17 @@ def test_a_train_sweep_runs_trains_and_resumes_from_a_checkpoint(tmp_path, tiny_
 def test_bad_grids_fail_before_any_run(tmp_path):
     runner = CliRunner()
     out = str(tmp_path / "s")
-    result = runner.invoke(app, ["sweep", "--out", out, *SIM, "--group_sizes", "1,4"])
-    assert result.exit_code == 1 and "--group_sizes must be >= 2" in result.output
-    result = runner.invoke(app, ["sweep", "--out", out, "--backend", "slurm"])
-    assert result.exit_code == 1 and "--backend must be one of train, simulate" in result.output
-    result = runner.invoke(app, ["sweep", "--out", out, *SIM, "--levels", "hard"])
-    assert result.exit_code == 1 and "a level is the mean base logit" in result.output
-    result = runner.invoke(app, ["sweep", "--out", out, *SIM, "--promts", "5"])
-    assert result.exit_code == 1 and "unknown simulator option(s) ['promts']" in result.output
+    result = runner.invoke(app, ["sweep", "--output", out, *SIM, "--group_sizes", "1,4"])
+    assert result.exit_code == 2 and "--group_sizes must be >= 2" in result.output
+    result = runner.invoke(app, ["sweep", "--output", out, "--backend", "slurm"])
+    assert result.exit_code == 2 and "--backend must be one of train, simulate" in result.output
+    result = runner.invoke(app, ["sweep", "--output", out, *SIM, "--levels", "hard"])
+    assert result.exit_code == 2 and "a level is the mean base logit" in result.output
+    result = runner.invoke(app, ["sweep", "--output", out, *SIM, "--promts", "5"])
+    assert result.exit_code == 2 and "unknown simulator option(s) ['promts']" in result.output
     # the quickstart makes 16 completions a step: G = 3 does not divide them, found before anything runs
-    result = runner.invoke(app, ["sweep", "--out", out, "--group_sizes", "3,8"])
-    assert result.exit_code == 1 and "the run g3-default-grpo-s0 would fail" in result.output
+    result = runner.invoke(app, ["sweep", "--output", out, "--group_sizes", "3,8"])
+    assert result.exit_code == 2 and "the run g3-default-grpo-s0 would fail" in result.output
     assert not (tmp_path / "s").exists()
 
 

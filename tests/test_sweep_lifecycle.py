@@ -35,7 +35,7 @@ def _tiny_train(model_dir: Path) -> list[str]:
 
 def _sweep_args(out: Path, model_dir: Path, max_steps: int = 100000) -> list[str]:
     """A sweep of one train run, long enough to be stopped while it trains (a checkpoint every step)."""
-    return ["sweep", "--out", str(out), "--group_sizes", "2", "--levels", "easy", "--max_steps", str(max_steps),
+    return ["sweep", "--output", str(out), "--group_sizes", "2", "--levels", "easy", "--max_steps", str(max_steps),
             "--save_steps", "1", *_tiny_train(model_dir)]
 
 
@@ -125,7 +125,7 @@ def test_a_signal_to_the_sweep_ends_its_child_and_says_how_to_continue(tmp_path,
         assert len(err.strip().splitlines()) == 1, err  # one line, no traceback
         # continuing with other settings would resume that checkpoint into a run of two settings: refused
         other = CliRunner().invoke(app, _sweep_args(out, tiny_model_dir, max_steps=50000))
-        assert other.exit_code == 1 and "1 run(s) in " in other.output
+        assert other.exit_code == 2 and "1 run(s) in " in other.output
         assert "other settings than this sweep's: g2-easy-grpo-s0 (--max_steps 100000 then, 50000 now)" in other.output
     finally:
         _kill_leftovers(sweep, child)
@@ -156,35 +156,35 @@ def _kill_leftovers(sweep: subprocess.Popen, child: int | None) -> None:
 def test_every_level_and_range_is_checked_before_the_first_run(tmp_path, tiny_model_dir):
     runner = CliRunner()
     out = tmp_path / "s"
-    train = ["sweep", "--out", str(out), "--group_sizes", "2", "--max_steps", "1", *_tiny_train(tiny_model_dir)]
+    train = ["sweep", "--output", str(out), "--group_sizes", "2", "--max_steps", "1", *_tiny_train(tiny_model_dir)]
     # "easy" is a good level and would run first; "bogus" used to fail only in its own child, after it
     result = runner.invoke(app, [*train, "--levels", "easy,bogus"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "error: --levels 'bogus': unknown arithmetic level(s) ['bogus']; known: easy, medium, hard" in result.output
     result = runner.invoke(app, [*train, "--levels", "easy+easy"])
-    assert result.exit_code == 1 and "--levels 'easy+easy': names a level twice" in result.output
+    assert result.exit_code == 2 and "--levels 'easy+easy': names a level twice" in result.output
     result = runner.invoke(app, [*train, "--levels", "easy", "--seeds", "0,-1"])
-    assert result.exit_code == 1 and "--seeds must be >= 0, got [-1]" in result.output
-    result = runner.invoke(app, ["sweep", "--out", str(out), *SIM, "--levels=-1,nan"])
-    assert result.exit_code == 1 and "a finite number such as -2 for hard or 1 for easy), got 'nan'" in result.output
-    result = runner.invoke(app, ["sweep", "--out", str(out), *SIM, "--save_steps", "0"])
-    assert result.exit_code == 1 and "--save_steps must be >= 1 (steps), got 0" in result.output
+    assert result.exit_code == 2 and "--seeds must be >= 0, got [-1]" in result.output
+    result = runner.invoke(app, ["sweep", "--output", str(out), *SIM, "--levels=-1,nan"])
+    assert result.exit_code == 2 and "a finite number such as -2 for hard or 1 for easy), got 'nan'" in result.output
+    result = runner.invoke(app, ["sweep", "--output", str(out), *SIM, "--save_steps", "0"])
+    assert result.exit_code == 2 and "--save_steps must be >= 1 (steps), got 0" in result.output
     assert not out.exists()  # no run, no log
 
 
 def test_a_sweep_run_again_with_other_settings_names_the_runs_that_differ(tmp_path):
     runner = CliRunner()
     out = tmp_path / "sweep"
-    base = ["sweep", "--out", str(out), *SIM, "--group_sizes", "4,8", "--levels", "-1", "--seeds", "0,1"]
+    base = ["sweep", "--output", str(out), *SIM, "--group_sizes", "4,8", "--levels", "-1", "--seeds", "0,1"]
     assert runner.invoke(app, [*base, "--max_steps", "5"]).exit_code == 0
     again = runner.invoke(app, [*base, "--max_steps", "6"])
-    assert again.exit_code == 1, again.output
+    assert again.exit_code == 2, again.output
     assert ("error: 4 run(s) in " + str(out) + " were done (or started) with other settings than this sweep's: "
             "g4-mu-1-grpo-s0, g4-mu-1-grpo-s1, g8-mu-1-grpo-s0, g8-mu-1-grpo-s1 (--max_steps 5 then, 6 now); "
-            "give another --out for these settings, or pass --redo_changed") in again.output
+            "give another --output for these settings, or pass --redo_changed") in again.output
     assert _steps(out / "g8-mu-1-grpo-s1") == 5  # left as it was
     other = runner.invoke(app, [*base, "--max_steps", "5", "--prompts", "300"])
-    assert other.exit_code == 1 and "(--prompts 200 then, 300 now)" in other.output
+    assert other.exit_code == 2 and "(--prompts 200 then, 300 now)" in other.output
     redo = runner.invoke(app, [*base, "--max_steps", "6", "--redo_changed"])
     assert redo.exit_code == 0, redo.output
     assert "sweep: 4 runs, 0 done before, 4 to run (4 done with other settings, run again)" in redo.output

@@ -79,7 +79,7 @@ def test_an_error_line_quoting_a_data_file_shows_its_controls_as_text(tmp_path, 
     monkeypatch.chdir(tmp_path)
     result = run("train", "--model_name_or_path", str(tiny_model_dir), "--dataset_name", str(data),
                  "--output_dir", str(tmp_path / "out"))
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     line = next(line for line in result.output.splitlines() if line.startswith("error: "))
     assert r"question\x1b]0;pwned\x07\x1b[2J\x9b31m" in line
     assert_no_raw_control(result.output)

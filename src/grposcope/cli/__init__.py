@@ -5,8 +5,8 @@
     grposcope eval --model output/quickstart/model --dataset arithmetic
     grposcope simulate --sampler fixed,dynamic
     grposcope diagnose output/quickstart                # findings from any run's logs
-    grposcope report output/quickstart --out report
-    grposcope sweep --out runs/sweep --group_sizes 4,8 --levels easy,hard
+    grposcope report output/quickstart --output report
+    grposcope sweep --output runs/sweep --group_sizes 4,8 --levels easy,hard
 """
 
 from __future__ import annotations

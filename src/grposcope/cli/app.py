@@ -30,6 +30,7 @@ class _OneLineUsageErrors(TyperGroup):
     error of the CLI is, instead of Typer's boxed panel."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        args = both_spellings(self, sys.argv[1:] if args is None else list(args))
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:
@@ -46,8 +47,38 @@ class _OneLineUsageErrors(TyperGroup):
             if line is None:
                 raise
             typer.secho(f"error: {line}", fg="red", err=True)
-            sys.exit(1)
+            sys.exit(INPUT_ERROR)
         sys.exit(code if isinstance(code, int) else 0)  # a command's typer.Exit(n) comes back as n
+
+
+def both_spellings(group: Any, args: list[str]) -> list[str]:
+    """`args` with each `--an-option` the invoked command declares as `--an_option` (or the other way) spelled
+    as declared: every option answers to both, as TRL's and transformers' parsers take them. The help shows
+    the declared spelling only."""
+    command = group.commands.get(args[0]) if args else None
+    if command is None:
+        return args
+    known = {name for param in command.params for name in (*getattr(param, "opts", ()),
+                                                           *getattr(param, "secondary_opts", ()))}
+    out = list(args[:1])
+    for i, arg in enumerate(args[1:], 1):
+        if arg == "--":  # what follows is not options
+            return out + list(args[i:])
+        name, eq, value = arg.partition("=")
+        if name.startswith("--") and name not in known:
+            if name in RENAMED and RENAMED[name] in known:
+                typer.secho(f"note: {name} is now {RENAMED[name]}; {name} still works, and will go in a later "
+                            "version", err=True)
+                name = RENAMED[name]
+            for other in ("--" + name[2:].replace("-", "_"), "--" + name[2:].replace("_", "-")):
+                if other in known:
+                    name = other
+                    break
+        out.append(name + eq + value)
+    return out
+
+
+RENAMED = {"--out": "--output"}  # old option -> its name now, one across commands (report, probe and sweep had --out)
 
 
 def usage_error_line(err: Any, args: list[str] = ()) -> str:
@@ -122,7 +153,7 @@ def _bounded(text: str, limit: int = ERROR_CHARS) -> str:
 app = typer.Typer(cls=_OneLineUsageErrors, add_completion=False, no_args_is_help=False,
                   help="Measure and fix advantage collapse in GRPO.")
 
-# Reported as `error: <message>` and exit 1: the project's own errors, bad values and files. Anything else is a
+# Reported as `error: <message>` and exit 2: the project's own errors, bad values and files. Anything else is a
 # bug in grposcope (or in a reward function, reported as a UserError) and keeps its traceback.
 USER_ERRORS = (UserError, ValueError, OSError)
 
@@ -138,21 +169,27 @@ def main(ctx: typer.Context, version: bool = typer.Option(False, "--version", he
         typer.echo(ctx.get_help())
 
 
+# Exit codes, the same for every command (docs/usage.md, "Exit codes"): 0 done; 1 a finding at or above
+# `diagnose --fail_on` (or a flagged verifier, a failed sweep run); 2 a usage or input error (click's own usage
+# errors exit 2 too); 128 + N ended by signal N.
+INPUT_ERROR = 2
+
+
 def fail(err: BaseException) -> typer.Exit:
     """Prints `error: <message>` to stderr (a missing optional dependency: the extra that installs it); raise the
-    returned Exit (exit code 1)."""
+    returned Exit (exit code 2: INPUT_ERROR)."""
     message = missing_extra(err) or err  # a message can quote a sample or a file
     typer.secho(f"error: {_bounded(terminal_safe(message))}", fg="red", err=True)
-    return typer.Exit(1)
+    return typer.Exit(INPUT_ERROR)
 
 
-def wide_console(width: int = 120) -> Any:
+def wide_console(width: int = 120, stderr: bool = False) -> Any:
     """A rich console for tables: the terminal's width in a terminal; `width` columns in a pipe, a log file or
-    a test, where rich's default of 80 columns would cut the numbers."""
+    a test, where rich's default of 80 columns would cut the numbers. `stderr`: print there (stdout holds JSON)."""
     from rich.console import Console
 
-    console = Console()
-    return console if console.is_terminal else Console(width=width)
+    console = Console(stderr=stderr)
+    return console if console.is_terminal else Console(width=width, stderr=stderr)
 
 
 def _console_logging() -> None:

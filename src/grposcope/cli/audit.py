@@ -20,7 +20,7 @@ _DEFAULT_VERIFIERS = "math_verify,boxed_exact,last_number,grposcope_default"
 _DEFAULT_THRESHOLD = 0.05
 VERIFY_TIMEOUT_S = 5.0
 PROGRESS_MIN_PAIRS = 200  # fewer pairs are verified in a few seconds: no progress display
-FLAGGED_EXIT_CODE = 2
+FLAGGED_EXIT_CODE = 1  # a finding, as diagnose --fail_on; 2 is a usage or input error (docs/usage.md)
 _AUDIT_ERRORS = (*USER_ERRORS, ImportError)  # ImportError: math-verify is not installed
 
 

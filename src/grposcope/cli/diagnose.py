@@ -20,11 +20,15 @@ def diagnose_command(
                                       "event folder, a W&B offline run folder or history export, a verl "
                                       "file-logger .jsonl or rollout dump, a JSONL or CSV of step metrics; or "
                                       "a folder of runs."),
-    json_path: Optional[Path] = typer.Option(None, "--json", help="Also write the findings as a JSON list of "
-                                             "objects (run, detector, severity, step, title, evidence, fix, "
-                                             "refs, figures) to this file."),
+    output_format: str = typer.Option("text", "--format", help="text, md, json or html (the JSON: "
+                                      "docs/diagnose.md, 'JSON')."),
+    output: str = typer.Option("-", "--output", "-o", help="Where the diagnosis goes: a file, or - for stdout."),
+    json_path: Optional[str] = typer.Option(None, "--json", help="Also write the findings as JSON to this file "
+                                            "(- for stdout, the text then goes to stderr)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --output or --json file."),
     fail_on: Optional[str] = typer.Option(None, "--fail_on", help="Exit 1 when a finding of this severity or "
-                                          "worse fires: warning or critical (for CI)."),
+                                          "worse fires: warning or critical (for CI); 2 is a usage or input "
+                                          "error."),
     entropy_floor: float = typer.Option(0.5, "--entropy_floor", help="Nats: entropy_collapse's floor."),
     kl_bound: float = typer.Option(0.5, "--kl_bound", help="kl_drift's bound on the mean per-token KL."),
     num_generations: Optional[int] = typer.Option(None, "--num_generations", help="Completions per prompt (G), "
@@ -57,6 +61,7 @@ def diagnose_command(
       grposcope diagnose output/quickstart
       grposcope diagnose trl_out/checkpoint-500/trainer_state.json --fail_on critical
       grposcope diagnose trl_out/runs/ verl_logs/exp.jsonl --json findings.json --gpus 8
+      grposcope diagnose trl_out --format json -o - | jq '.runs[0].findings[].detector'
     """
     _console_logging()
     from ..diagnose import DETECTORS, SEVERITIES, Options, diagnose
@@ -69,6 +74,12 @@ def diagnose_command(
             raise ValueError("give one or more runs (a run's output folder or log file); --list shows the detectors")
         if fail_on is not None and fail_on not in SEVERITIES[1:]:
             raise ValueError(f"--fail_on must be warning or critical, got {fail_on!r}")
+        if output_format not in FORMATS:
+            raise ValueError(f"--format must be one of {', '.join(FORMATS)}, got {output_format!r}")
+        if output == "-" and json_path == "-" and output_format != "text":
+            raise ValueError(f"--json - and --format {output_format} both want stdout: give -o FILE for one of them")
+        for flag, target in (("--output", output), ("--json", json_path)):
+            check_target(flag, target, runs, overwrite)
         names = [n.strip() for n in (only or "").split(",") if n.strip()] or None
         for name in names or []:
             DETECTORS.get(name)  # an unknown name fails with the known ones
@@ -91,17 +102,25 @@ def diagnose_command(
         from ..reports.sampler_evidence import add_sampler_evidence
 
         add_sampler_evidence(diagnoses)  # what only rollouts show: each sampler's yield on these prompts
-        if json_path is not None:
-            _write_json(json_path, diagnoses)
+        if json_path is not None and json_path != "-":
+            _write(json_path, "--json", render(diagnoses, "json", verbose))
+        if output != "-":
+            _write(output, "--output", render(diagnoses, output_format, verbose))
     except USER_ERRORS as err:
         raise fail(err) from None
-    console = wide_console(160)
-    from ..diagnose.render import rich_diagnosis
+    if json_path == "-":
+        typer.echo(render(diagnoses, "json", verbose), nl=False)
+    if output == "-":
+        if output_format != "text":
+            typer.echo(render(diagnoses, output_format, verbose), nl=False)
+        else:
+            from ..diagnose.render import rich_diagnosis
 
-    for d in diagnoses:
-        for renderable in rich_diagnosis(d, verbose):
-            console.print(renderable)
-        console.print()
+            console = wide_console(160, stderr=json_path == "-")
+            for d in diagnoses:
+                for renderable in rich_diagnosis(d, verbose):
+                    console.print(renderable)
+                console.print()
     worst = [f for d in diagnoses for f in d.findings if fail_on and rank(f.severity) >= rank(fail_on)]
     if worst:
         typer.echo(terminal_safe(f"--fail_on {fail_on}: {len(worst)} finding(s) at {fail_on} or worse"), err=True)
@@ -142,9 +161,54 @@ def _list(detectors) -> None:
     typer.echo(f"{len(CATALOGUE)} metrics in the catalogue (docs/metrics.md, 'Names in other logs')")
 
 
-def _write_json(path: Path, diagnoses) -> None:
-    from ..files import check_writable, write_text_atomic
+FORMATS = ("text", "md", "json", "html")
 
-    check_writable(path, "--json")
-    findings = [f.to_json() for d in diagnoses for f in d.findings]
-    write_text_atomic(path, json.dumps(findings, indent=2) + "\n", "--json")
+
+def check_target(flag: str, target: str | None, inputs: list[Path] | None, overwrite: bool) -> None:
+    """An output file is never one of the inputs, and an existing one is replaced only with --overwrite."""
+    if target is None or target == "-":
+        return
+    from ..files import check_writable
+
+    path = Path(target)
+    if any(path.resolve() == Path(given).resolve() or Path(given).resolve() in path.resolve().parents
+           for given in inputs or []):
+        raise ValueError(f"{flag} {target} is one of the runs given (or inside one): diagnosing a run does not "
+                         "write into it; choose another file")
+    if path.exists() and not overwrite:
+        raise FileExistsError(f"{flag} {target} already exists; pass --overwrite to replace it, or choose another "
+                              "file")
+    check_writable(path, flag)
+
+
+def render(diagnoses, output_format: str, verbose: bool) -> str:
+    """The diagnosis as text (what the terminal shows, without colour), Markdown, JSON (diagnose.document) or a
+    standalone HTML page."""
+    from ..diagnose import document
+    from ..diagnose.render import html_section, markdown, rich_diagnosis
+    from ..logging.jsonl import json_safe
+
+    if output_format == "json":
+        return json.dumps(json_safe(document(diagnoses)), indent=2, allow_nan=False) + "\n"
+    if output_format == "md":
+        return markdown(diagnoses, heading="# grposcope diagnose") + "\n"
+    if output_format == "html":
+        return ("<!doctype html><html><head><meta charset='utf-8'><title>grposcope diagnose</title></head><body>"
+                + html_section(diagnoses) + "</body></html>\n")
+    from io import StringIO
+
+    from rich.console import Console
+
+    buffer = StringIO()
+    console = Console(file=buffer, width=120, color_system=None, force_terminal=False)
+    for d in diagnoses:
+        for renderable in rich_diagnosis(d, verbose):
+            console.print(renderable)
+        console.print()
+    return buffer.getvalue()
+
+
+def _write(target: str, flag: str, text: str) -> None:
+    from ..files import write_text_atomic
+
+    write_text_atomic(Path(target), text, flag)

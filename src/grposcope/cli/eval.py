@@ -47,7 +47,7 @@ def eval_command(
                                             "run's --eval_size (default: 50 generated, 10% of a file)."),
     batch_size: int = typer.Option(_DEFAULT.batch_size, "--batch_size", help="Prompts generated at once (x k when "
                                    "sampling)."),
-    output: Optional[Path] = typer.Option(None, "--output", help="Results JSON. Default: "
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Results JSON. Default: "
                                           "eval-<model>-<dataset>.json in the current folder."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --output file."),
     trust_remote_code: bool = typer.Option(False, "--trust_remote_code", help="Let transformers run Python "

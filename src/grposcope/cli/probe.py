@@ -33,7 +33,8 @@ def probe_command(
                                 "or a MATH-500-style .jsonl file."),
     k: int = typer.Option(16, "--k", help="Samples per prompt."),
     prompts: int = typer.Option(64, "--prompts", help="Prompts to probe: the first ones a run with --seed takes."),
-    out: Path = typer.Option(Path("probe.jsonl"), "--out", help="One JSON line per prompt, after a settings line."),
+    out: Path = typer.Option(Path("probe.jsonl"), "--output", "-o",
+                             help="One JSON line per prompt, after a settings line."),
     split: str = typer.Option("train", "--split", help="train (what a run trains on), eval (held out) or all."),
     max_completion_length: int = typer.Option(256, "--max_completion_length", help="Tokens generated at most "
                                               "per completion (the trainer's default; the quickstart uses 24)."),
@@ -54,7 +55,7 @@ def probe_command(
     batch_prompts: int = typer.Option(4, "--batch_prompts", help="Prompts generated at once (x k sequences)."),
     torch_threads: Optional[int] = typer.Option(None, "--torch_threads", help="torch CPU threads (default: "
                                                 "torch's)."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Start over instead of resuming an existing --out."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Start over instead of resuming an existing --output."),
     trust_remote_code: bool = typer.Option(False, "--trust_remote_code", help="Let transformers run Python files "
                                            "from the model folder (only folders you trust)."),
 ) -> None:
@@ -63,8 +64,8 @@ def probe_command(
     \b
     Example (then: grposcope forecast probe.jsonl):
       grposcope probe --model embedded:smollm2-135m-instruct \\
-        --dataset arithmetic --k 16 --prompts 64 --out probe.jsonl
-    An existing --out is continued where it stopped (same settings).
+        --dataset arithmetic --k 16 --prompts 64 --output probe.jsonl
+    An existing --output is continued where it stopped (same settings).
     """
     _console_logging()
     options = dict(locals())
@@ -123,7 +124,7 @@ def _plan_probe(o: dict[str, Any]) -> dict[str, Any]:
                 "reward_funcs": [getattr(f, "__name__", str(f)) for f in funcs],
                 "success_threshold": o["success_threshold"]}
     done = _resumable(o["out"], settings, examples, o["overwrite"])
-    check_writable(o["out"], "--out")
+    check_writable(o["out"], "--output")
     return {"examples": examples, "funcs": funcs, "settings": settings, "done": len(done), "prior": done}
 
 
@@ -133,18 +134,18 @@ def _resumable(path: Path, settings: dict[str, Any], examples: list[dict], overw
         return []
     try:
         header, numbered = read_probe(path)
-    except NotAProbeLine as err:  # --out names a file that is no probe: the user's own, never to be edited
-        raise ValueError(f"{path} exists and is not a probe file ({err.problem}); choose another --out, or pass "
+    except NotAProbeLine as err:  # --output names a file that is no probe: the user's own, never to be edited
+        raise ValueError(f"{path} exists and is not a probe file ({err.problem}); choose another --output, or pass "
                          "--overwrite to replace it") from None
     records = [record for _, record in numbered]
     if header is None:
         raise ValueError(f"{path} exists and is not a probe file (its first line holds no settings); choose "
-                         "another --out, or pass --overwrite to replace it")
+                         "another --output, or pass --overwrite to replace it")
     changed = [f"{key}: {header.get(key)!r} in the file, {settings[key]!r} now" for key in BINDING
                if header.get(key) != settings[key]]
     if changed:
         raise ValueError(f"{path} was probed with other settings ({'; '.join(changed)}); use the same ones to "
-                         "continue it, another --out, or --overwrite to start over")
+                         "continue it, another --output, or --overwrite to start over")
     for i, record in enumerate(records[: len(examples)]):
         if record.get("index") != i or record.get("prompt") != examples[i]["prompt"]:
             raise ValueError(f"{path}: record {i + 1} is not prompt {i} of this dataset and seed; the file was "

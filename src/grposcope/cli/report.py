@@ -14,7 +14,7 @@ from ..runs.file_kinds import unreadable
 from ..terminal import terminal_safe
 from .app import USER_ERRORS, _console_logging, app, fail, wide_console
 
-REPORT_FILES = ("report.md", "report.html", "steps.csv")
+REPORT_FILES = ("report.md", "report.html", "steps.csv", "findings.json")
 
 
 @app.command("report")
@@ -24,7 +24,7 @@ def report_command(
                                       "checkpoint-* folder, and completions/*.parquet with log_completions=True), a "
                                       "verl rollout dump folder (trainer.rollout_data_dir) or a verl file-logger "
                                       ".jsonl; or a folder of runs such as a sweep's."),
-    out: Path = typer.Option(Path("report"), "--out", help="Folder for the PNGs, steps.csv, report.md and "
+    out: Path = typer.Option(Path("report"), "--output", "-o", help="Folder for the PNGs, steps.csv, report.md and "
                              "report.html."),
     regress: bool = typer.Option(False, "--regress", help="Also fit final held-out accuracy against acr_100 "
                                  "over the runs (least squares, Pearson r, R^2, p-value); needs >= 3 runs."),
@@ -36,7 +36,7 @@ def report_command(
                                         "entropy_floor): drawn on the entropy plot, and a stock run's alarm."),
     kl_bound: float = typer.Option(0.5, "--kl_bound", help="The kl_drift alarm's bound: drawn on the KL plot, "
                                    "and a stock run's alarm."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace a report already in --out."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace a report already in --output."),
 ) -> None:
     """Plot and tabulate runs: ACR and acr_post, all-correct vs all-wrong collapse, entropy, KL, reward,
     held-out accuracy and sampler cost, the runs overlaid on one step axis, alarms marked. Stock TRL and
@@ -44,10 +44,10 @@ def report_command(
 
     \b
     Examples:
-      grposcope report output/quickstart --out report
-      grposcope report runs/grpo runs/avspo trl_out/ --out compare
-      grposcope report trl_out/ verl_rollouts/ output/quickstart --out stock
-      grposcope report runs/sweep --regress --out sweep_report
+      grposcope report output/quickstart --output report
+      grposcope report runs/grpo runs/avspo trl_out/ --output compare
+      grposcope report trl_out/ verl_rollouts/ output/quickstart --output stock
+      grposcope report runs/sweep --regress --output sweep_report
     """
     _console_logging()
     try:
@@ -164,16 +164,16 @@ def check_out(out: Path, overwrite: bool) -> None:
     existing = [name for name in REPORT_FILES if (out / name).exists()]
     if existing and not overwrite:
         raise FileExistsError(f"{out} already holds {', '.join(existing)}; pass --overwrite to replace the "
-                              "report, or choose another --out")
+                              "report, or choose another --output")
     if out.exists() and not out.is_dir():
-        raise NotADirectoryError(f"--out {out} is a file; give a folder for the report")
-    check_writable(out, "--out", folder=True)  # before mkdir: a refused mkdir would name no fix
+        raise NotADirectoryError(f"--output {out} is a file; give a folder for the report")
+    check_writable(out, "--output", folder=True)  # before mkdir: a refused mkdir would name no fix
     try:
         out.mkdir(parents=True, exist_ok=True)
     except PermissionError as err:
-        raise PermissionError(f"--out {out} cannot be written: creating it fails ({err.strerror}); choose another "
-                              "--out") from None
-    check_writable(out / "report.html", "--out")
+        raise PermissionError(f"--output {out} cannot be written: creating it fails ({err.strerror}); choose another "
+                              "--output") from None
+    check_writable(out / "report.html", "--output")
 
 
 def _build_or_leave_none(out: Path, build: Any) -> Any:
@@ -210,5 +210,5 @@ def _print_summary(report: Any, out: Path) -> None:
     if report.no_plots:
         typer.echo(f"note: {report.no_plots}")
     drawn = len(report.plots) + (report.fit is not None and not report.no_plots)
-    typer.echo(terminal_safe(f"wrote {drawn} plot(s), steps.csv, "
+    typer.echo(terminal_safe(f"wrote {drawn} plot(s), steps.csv, findings.json, "
                              f"report.md and report.html to {out}"))

@@ -53,7 +53,7 @@ def simulate_command(
                                                   "to that one only)."),
     estimator_options: Optional[str] = typer.Option(None, "--estimator_options", help="The same, for the "
                                                     "estimators (e.g. avspo.virtual_sample_alpha=0.5)."),
-    output: Path = typer.Option(Path("simulation.json"), "--output", help="Results JSON: config, summary and "
+    output: Path = typer.Option(Path("simulation.json"), "--output", "-o", help="Results JSON: config, summary and "
                                 "per-step history of every run."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Also draw accuracy and informative fraction vs "
                                         "samples generated (a .png; needs matplotlib)."),

@@ -27,7 +27,7 @@ def _list(text: str, flag: str, kind: Callable[[str], Any] = str) -> list[Any]:
 @app.command("sweep", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def sweep_command(
     ctx: typer.Context,
-    out: Path = typer.Option(..., "--out", help="Folder of the sweep: one sub-folder per run."),
+    out: Path = typer.Option(..., "--output", "-o", help="Folder of the sweep: one sub-folder per run."),
     backend: str = typer.Option("train", "--backend", help="train: grposcope train on a model (each run a "
                                 "child process); simulate: the Bernoulli simulator (seconds per run)."),
     group_sizes: str = typer.Option("4,8", "--group_sizes", help="Group sizes G, comma separated."),
@@ -46,7 +46,7 @@ def sweep_command(
     keep_models: bool = typer.Option(False, "--keep_models", help="train: keep each finished run's model and "
                                      "checkpoints (by default only its logs stay: ~2 GB a run otherwise)."),
     redo_changed: bool = typer.Option(False, "--redo_changed", help="Run again, with these settings, the runs "
-                                      "of --out that were done (or checkpointed) with other settings; without "
+                                      "of --output that were done (or checkpointed) with other settings; without "
                                       "it the sweep refuses to mix them."),
 ) -> None:
     """Run a grid of short runs (group size x level x estimator x sampler x seed), one output folder each.
@@ -56,10 +56,10 @@ def sweep_command(
 
     \b
     Examples:
-      grposcope sweep --out runs/sweep --group_sizes 4,8,16 --seeds 0,1
-      grposcope sweep --out runs/lv --levels easy,medium,hard --max_steps 30
-      grposcope sweep --out runs/sim --backend simulate --levels=-3,-1,1
-      grposcope report runs/sweep --regress --out runs/sweep_report
+      grposcope sweep --output runs/sweep --group_sizes 4,8,16 --seeds 0,1
+      grposcope sweep --output runs/lv --levels easy,medium,hard --max_steps 30
+      grposcope sweep --output runs/sim --backend simulate --levels=-3,-1,1
+      grposcope report runs/sweep --regress --output runs/sweep_report
     """
     _console_logging()
     try:
@@ -74,7 +74,7 @@ def sweep_command(
         typer.secho(f"error: {_stopped_message(stop, plan, out)}", fg="red", err=True)
         raise typer.Exit(128 + stop.signum) from None
     done = sum(1 for _, folder, _ in plan if (folder / "summary.json").is_file())
-    typer.echo(f"{done} of {len(plan)} runs done in {out}; see them with: grposcope report {out} --out "
+    typer.echo(f"{done} of {len(plan)} runs done in {out}; see them with: grposcope report {out} --output "
                f"{out}/report" + (" --regress" if done >= 3 else ""))
     if failed:
         typer.secho(f"error: {len(failed)} run(s) failed: " + "; ".join(failed), fg="red", err=True)
@@ -96,7 +96,7 @@ def _plan(extra: list[str], out: Path, backend: str, group_sizes: str, levels: s
                         _list(seeds, "--seeds", int))
     base = read_yaml(config) if config is not None else {}
     base.update(parse_overrides(extra))
-    check_writable(out, "--out", folder=True)
+    check_writable(out, "--output", folder=True)
     names = len({p.sampler for p in points})
     if backend == "simulate":
         base = {**_sim_options(base), "steps": max_steps}
@@ -145,7 +145,7 @@ def _changed_runs(plan: list[tuple], out: Path, backend: str, redo: bool) -> set
                 options.setdefault(key, values)
         what = "; ".join(f"{_flag(key, backend)} {_shown(a)} then, {_shown(b)} now" for key, (a, b) in options.items())
         raise ValueError(f"{len(names)} run(s) in {out} were done (or started) with other settings than this "
-                         f"sweep's: {shown} ({what}); give another --out for these settings, or pass "
+                         f"sweep's: {shown} ({what}); give another --output for these settings, or pass "
                          "--redo_changed to run them again with these settings (their logs are replaced)")
     return set(changed)
 
@@ -260,7 +260,7 @@ def _stopped_message(stop: _Stopped, plan: list[tuple], out: Path) -> str:
     else:
         then = "the remaining runs start"
     return (f"sweep stopped by {stop}{where}; {done} of {len(plan)} runs done in {out}. To continue, run the "
-            f"same grposcope sweep command again (--out {out}): finished runs are kept and {then}")
+            f"same grposcope sweep command again (--output {out}): finished runs are kept and {then}")
 
 
 class _Progress:

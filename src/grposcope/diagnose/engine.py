@@ -86,6 +86,23 @@ class Diagnosis:
     def worst(self) -> str | None:
         return max((f.severity for f in self.findings), key=rank, default=None)
 
+    def to_json(self) -> dict[str, Any]:
+        """One run of the findings document (`document`)."""
+        return {"run": self.run.name, "source": self.run.source, "read": self.run.found,
+                "logged_steps": len(self.run.steps), "worst": self.worst(),
+                "findings": [f.to_json() for f in self.findings], "cost": self.cost.to_json(),
+                "cost_line": self.cost.line(), "unchecked": dict(self.unchecked)}
+
+
+SCHEMA = "grposcope.findings/1"
+
+
+def document(diagnoses: list[Diagnosis]) -> dict[str, Any]:
+    """The one JSON shape of findings, whoever writes them: `grposcope diagnose --format json` (or `--json`),
+    the trainers' and `DiagnoseCallback`'s findings.json, and the report's findings.json. docs/diagnose.md,
+    "JSON", documents it."""
+    return {"schema": SCHEMA, "runs": [d.to_json() for d in diagnoses]}
+
 
 def diagnose(run: Run, options: Options = Options(), only: list[str] | None = None) -> Diagnosis:
     """Every registered detector (or those in `only`) over `run`; findings ordered by severity, then step."""

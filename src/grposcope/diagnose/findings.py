@@ -6,8 +6,9 @@ section); the terminal and report renderings live in render.py.
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 SEVERITIES = ("info", "warning", "critical")  # in rising order; `--fail_on` compares by this order
 
@@ -72,3 +73,51 @@ OVEROPTIMIZATION = Ref("Scaling Laws for Reward Model Overoptimization", "2210.1
 LENGTH_CORRELATIONS = Ref("A Long Way to Go: Investigating Length Correlations in RLHF", "2310.03716")
 EXPLODING_GRADIENTS = Ref("On the difficulty of training Recurrent Neural Networks", "1211.5063")
 DEEPSEEK_R1 = Ref("DeepSeek-R1: Incentivizing Reasoning Capability in LLMs via Reinforcement Learning", "2501.12948")
+
+
+_SETTING = re.compile(r"^\s*(\w+)=(True|False|'[^']*'|-?\d+(?:\.\d+)?)(?=\s|$|\))")
+
+
+def without_applied(text: str, settings: Mapping[str, Any]) -> str:
+    """A fix (clauses split by '; ', alternatives by ' or ') without the settings the run already has, and said
+    so: `use_avspo=True ...; a larger num_generations` for a run with use_avspo on gives `a larger
+    num_generations (already on: use_avspo=True)`, the next lever first. Unchanged when none applies."""
+    on: list[str] = []
+
+    def applied(part: str) -> bool:
+        match = _SETTING.match(part)
+        if match is None or match.group(1) not in settings:
+            return False
+        name, value = match.group(1), match.group(2)
+        have = settings[name]
+        wanted = {"True": True, "False": False}.get(value, value.strip("'"))
+        if have == wanted or (isinstance(have, (int, float)) and str(have) == value):
+            on.append(f"{name}={value}")
+            return True
+        return False
+
+    clauses, dropped = [], False
+    for clause in text.split("; "):
+        kept = [part for part in clause.split(" or ") if not applied(part)]
+        if kept:
+            joined = " or ".join(kept).strip()
+            # "X; or Y" with X dropped reads "Y"
+            clauses.append(joined[3:] if dropped and joined.startswith("or ") else joined)
+        dropped = not kept
+    if not on:
+        return text
+    rest = "; ".join(clauses) or "the settings above are on and the problem persists: see the evidence"
+    return f"{rest} (already on in this run: {', '.join(on)})"
+
+
+def applied_settings(run: Any) -> dict[str, Any]:
+    """What a run is known to have set, for `without_applied`: its config (the reader's), and what grposcope's
+    own metrics show (AVSPO logs avspo/*; a skipped step logs optimizer/skipped_no_signal = 1)."""
+    settings = dict(getattr(run, "config", {}) or {})
+    series = getattr(run, "series", {}) or {}
+    if any(name.startswith("avspo/") for name in series):
+        settings.setdefault("use_avspo", True)
+    skipped = [v for v in series.get("optimizer/skipped_no_signal", []) if v == v]  # NaN: not logged
+    if skipped and max(skipped) >= 1:
+        settings.setdefault("skip_no_signal_steps", True)
+    return settings

@@ -21,8 +21,8 @@ from ..logging.jsonl import json_safe
 from ..runs.catalogue import resolve
 from ..runs.collect import NOT_METRICS, UNKNOWN_RANK
 from ..runs.record import Run
-from .engine import Diagnosis, Options, diagnose
-from .findings import Finding, rank
+from .engine import Diagnosis, Options, diagnose, document
+from .findings import Finding, rank, without_applied
 
 logger = logging.getLogger("grposcope")
 FINDINGS_FILE = "findings.json"
@@ -38,13 +38,15 @@ class LiveDiagnosis:
     """`add(step, metrics)` once per logged step (any spelling the catalogue knows); `finish()` at the end."""
 
     def __init__(self, name: str, options: Options = Options(), every: int = 10,
-                 output_dir: str | Path | None = None, fix: str = "grposcope") -> None:
+                 output_dir: str | Path | None = None, fix: str = "grposcope",
+                 settings: Mapping[str, Any] | None = None) -> None:
         if every < 1:
             raise ValueError(f"every must be >= 1 (steps between diagnoses), got {every}")
         if fix not in FIX_HOSTS:
             raise ValueError(f"fix must be one of {', '.join(FIX_HOSTS)} (whose option names a said fix uses), "
                              f"got {fix!r}")
         self.name, self.options, self.every, self.fix = name, options, every, fix
+        self.settings = dict(settings or {})  # the run's own options: a said fix never names one already on
         self.output_dir = Path(output_dir) if output_dir is not None else None
         self.steps: list[int] = []
         self.series: dict[str, list[float]] = {}
@@ -52,6 +54,8 @@ class LiveDiagnosis:
         self.unknown: dict[str, int] = {}  # keys the catalogue does not know -> values seen (kept under their key)
         self.reported: dict[str, str] = {}  # finding_key -> the severity last said
         self.added = 0
+        self.last: Diagnosis | None = None  # the last diagnosis `check` made
+        self.unwritable = False  # a mid-run findings.json could not be written (said once)
 
     def add(self, step: int, metrics: Mapping[str, Any], check: bool = True) -> list[Finding]:
         """Records one step's metrics; every `every` added steps, diagnoses and returns what is newly said.
@@ -92,7 +96,17 @@ class LiveDiagnosis:
         this severity or worse."""
         if len(self.steps) < 2:
             return []
-        return self._say(diagnose(self.run(), self.options).findings, say)
+        result = diagnose(self.run(), self.options)
+        new = self._say(result.findings, say)
+        if new and self.output_dir is not None:  # a finding fired or worsened: findings.json now, not at the end
+            try:
+                write_findings(self.output_dir / FINDINGS_FILE, result)
+            except OSError as err:  # training goes on; said once (finish() tries again, and raises)
+                if not self.unwritable:
+                    logger.warning("grposcope diagnose: %s not written (%s)", self.output_dir / FINDINGS_FILE, err)
+                self.unwritable = True
+        self.last = result
+        return new
 
     def finish(self) -> Diagnosis:
         """The last diagnosis, said as `check` says, and written to output_dir/findings.json (when given)."""
@@ -115,7 +129,8 @@ class LiveDiagnosis:
             new.append(f)
             if say:
                 logger.warning("grposcope diagnose at step %d: [%s] %s: %s\n  fix: %s", self.steps[-1],
-                               f.severity, f.detector, f.title, getattr(f.fix, self.fix))
+                               f.severity, f.detector, f.title,
+                               without_applied(getattr(f.fix, self.fix), self.settings))
         return new
 
     def replay(self, records: Iterable[Any], last_step: int | None = None) -> None:
@@ -154,10 +169,10 @@ class LiveDiagnosis:
 
 
 def write_findings(path: Path, result: Diagnosis) -> None:
-    """findings.json: {"findings": [...], "cost": {...}}, written whole or not at all
-    (files.write_text_atomic: a temporary file, then a rename; a full disk says so)."""
-    payload = {"run": result.run.name, "findings": [f.to_json() for f in result.findings],
-               "cost": result.cost.to_json(), "cost_line": result.cost.line(), "unchecked": result.unchecked}
+    """findings.json: the findings document of this one run (engine.document, the shape `grposcope diagnose
+    --format json` writes), written whole or not at all (files.write_text_atomic: a temporary file, then a
+    rename; a full disk says so)."""
+    payload = document([result])
     write_text_atomic(path, json.dumps(json_safe(payload), indent=2, allow_nan=False) + "\n")
 
 

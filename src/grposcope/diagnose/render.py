@@ -7,53 +7,104 @@ import html
 from typing import Any
 
 from .engine import Diagnosis
-from .findings import Finding
+from .findings import Finding, applied_settings, rank, without_applied
 
 STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 UNKNOWN_SHOWN = 12  # unknown keys listed by name; the rest counted
 
 
 def _md(text: Any) -> str:
-    """Text safe inside a Markdown table cell or list item: HTML escaped (a run named <img ...> stays text),
-    pipes escaped, newlines as spaces."""
-    return html.escape(str(text), quote=False).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+    """Text safe inside a Markdown table cell or list item: `<` escaped (a run named <img ...> stays text; a `>`
+    or `&` of a finding's figures, `p >= 0.05`, stays as written), pipes escaped, newlines as spaces, and the
+    terminal's control characters shown (terminal.terminal_safe: `cat findings.md` runs no escape sequence)."""
+    from ..terminal import terminal_safe
+
+    return terminal_safe(str(text)).replace("<", "&lt;").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
 
 
 def _where(f: Finding) -> str:
     return f"from step {f.step}" if f.step is not None else "over the run"
 
 
-def rich_diagnosis(d: Diagnosis, verbose: bool = False) -> list[Any]:
-    """The renderables of one run's diagnosis, in order."""
+HOSTS = (("grposcope", "grposcope"), ("trl", "TRL"), ("verl", "verl"))
+# a finding shown inside another's, as its evidence: the cause first, what it explains under it
+EXPLAINED_BY = {"no_signal_steps": "advantage_collapse"}
+INDENT = 6  # evidence and fix lines; their wrapped continuation keeps it
+
+
+def engine_of(run: Any) -> str | None:
+    """The engine that wrote the run, as the reader identified it ("grposcope", "trl", "verl"), or None when the
+    log does not say (a table, TensorBoard or W&B of any trainer): then every engine's fix is shown."""
+    found = str(getattr(run, "found", "") or "")
+    source = getattr(run, "source", "")
+    if source in ("grposcope", "simulate"):
+        return "grposcope"
+    if source == "trl" or (source == "console" and "TRL" in found):
+        return "trl"
+    if source in ("verl", "verl-logger") or (source == "console" and "verl" in found):
+        return "verl"
+    return None
+
+
+def lead(findings: list[Finding]) -> list[tuple[Finding, list[Finding]]]:
+    """The findings to show, each with the ones it explains (a collapse explains the steps without signal): the
+    cause comes first and the explained one is a line of its evidence, not a second finding."""
+    shown = {f.detector for f in findings if rank(f.severity) >= rank("warning")}
+    out: list[tuple[Finding, list[Finding]]] = []
+    for f in findings:
+        cause = EXPLAINED_BY.get(f.detector)
+        if cause in shown:
+            continue
+        out.append((f, [g for g in findings if EXPLAINED_BY.get(g.detector) == f.detector
+                        and f.detector in shown]))
+    return sorted(out, key=lambda pair: (-rank(pair[0].severity), not pair[1]))  # a cause leads its severity
+
+
+def rich_diagnosis(d: Diagnosis, verbose: bool = False, engine: str | None = None) -> list[Any]:
+    """The renderables of one run's diagnosis, in order. Short by default: each finding with its evidence, the
+    fix in the terms of the engine that wrote the run (`engine`, else the reader's guess; every engine when it
+    is not known) and the papers by arXiv number; `verbose` adds every engine's fix, the papers' titles and
+    each finding a cause explains in full."""
+    from rich.padding import Padding
     from rich.text import Text
 
     from ..terminal import terminal_safe
 
     safe = terminal_safe
+    engine = engine or engine_of(d.run)
+    settings = applied_settings(d.run)  # a fix the run already applies is not suggested again
+
+    def indented(text: Text) -> Any:
+        return Padding(text, (0, 0, 0, INDENT), expand=False)
+
     out: list[Any] = []
     head = Text()
     head.append(safe(d.run.name), style="bold")
     head.append(safe(f"  ({d.run.found or d.run.source}, {len(d.run.steps)} logged steps)"), style="dim")
     out.append(head)
     if not d.findings:
-        out.append(Text("  no findings", style="green"))
-    for f in d.findings:
-        line = Text("  ")
+        out.append(Padding(Text("no findings", style="green"), (0, 0, 0, 2), expand=False))
+    for f, explained in (lead(d.findings) if not verbose else [(f, []) for f in d.findings]):
+        line = Text()
         line.append(f"{f.severity.upper():8}", style=STYLE[f.severity])
         line.append(f" {f.detector}", style="bold")
         line.append(f" ({_where(f)}): ")
         line.append(safe(f.title))
-        out.append(line)
-        for e in f.evidence:
-            out.append(Text(safe(f"      - {e}")))
-        for host, text in (("grposcope", f.fix.grposcope), ("TRL", f.fix.trl), ("verl", f.fix.verl)):
-            fix = Text(f"      fix ({host}): ", style="green")
-            fix.append(safe(text), style="")
-            out.append(fix)
+        out.append(Padding(line, (0, 0, 0, 2), expand=False))
+        out += [indented(Text(safe(f"- {e}"))) for e in f.evidence]
+        for g in explained:
+            out.append(indented(Text(safe(f"- and so {g.detector} ({g.severity}): {g.title}"))))
+        hosts = [(key, name) for key, name in HOSTS if verbose or engine in (None, key)]
+        for key, name in hosts:
+            fix = Text(f"fix ({name}): " if len(hosts) > 1 else "fix: ", style="green")
+            text = getattr(f.fix, key)
+            fix.append(safe(without_applied(text, settings) if key == "grposcope" else text), style="")
+            out.append(indented(fix))
         if f.refs:
-            out.append(Text("      refs: " + "; ".join(str(r) for r in f.refs), style="dim"))
-    out.append(Text(safe(f"  {d.cost.line()}"), style="bold"))
-    out += [Text(safe(f"  {line}"), style="dim") for line in _footer(d, verbose)]
+            refs = "; ".join(str(r) for r in f.refs) if verbose else ", ".join(f"arXiv {r.arxiv}" for r in f.refs)
+            out.append(indented(Text("refs: " + refs, style="dim")))
+    out.append(Padding(Text(safe(d.cost.line()), style="bold"), (0, 0, 0, 2), expand=False))
+    out += [Padding(Text(safe(line), style="dim"), (0, 0, 0, 2), expand=False) for line in _footer(d, verbose)]
     return out
 
 

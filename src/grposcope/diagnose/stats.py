@@ -1,11 +1,12 @@
 """Robust statistics the detectors decide with.
 
 - Trends: Theil-Sen slope (the median of pairwise slopes: a few wild steps cannot tilt it, unlike least squares)
-  with the Mann-Kendall test (Kendall's tau between step and value: is there a monotone trend at all?), both
-  from scipy.stats. A series longer than `MAX_POINTS` is first reduced to the medians of equal-count bins, so a
-  100,000-step log costs as much as a 400-step one (Theil-Sen is quadratic in the points) and the test's p-value
-  is not made tiny by sheer length: 400 bins of a long run ask "is the run-scale trend real", not "is a slope
-  of 1e-9 per step non-zero".
+  with the Mann-Kendall test (Kendall's tau between step and value: is there a monotone trend at all?), in numpy
+  (`theil_sen`, `kendall`: the figures of scipy.stats' theilslopes and kendalltau, as tests/test_stats.py
+  checks; scipy alone took 0.7 s to import and most of a plain install's size). A series longer than
+  `MAX_POINTS` is first reduced to the medians of equal-count bins, so a 100,000-step log costs as much as a
+  400-step one (Theil-Sen is quadratic in the points) and the test's p-value is not made tiny by sheer length:
+  400 bins of a long run ask "is the run-scale trend real", not "is a slope of 1e-9 per step non-zero".
 - Levels: medians of a head or tail share of the run, never a single step.
 - Spikes: the robust z-score of log values against a rolling median and the median absolute deviation.
 
@@ -66,15 +67,72 @@ def binned(x: np.ndarray, y: np.ndarray, max_points: int = MAX_POINTS) -> tuple[
 def trend(x: np.ndarray, y: np.ndarray) -> Trend:
     """Theil-Sen slope and Mann-Kendall test of y against x; slope 0 and p = 1 with fewer than 4 points or a
     constant y."""
-    from scipy import stats
-
     x, y = binned(*finite(x, y))
     if len(y) < 4 or np.ptp(y) == 0 or np.ptp(x) == 0:
         return Trend(0.0, float(np.median(y)) if len(y) else 0.0, 0.0, 1.0, len(y))
-    slope, intercept, _, _ = stats.theilslopes(y, x)
-    tau, p = stats.kendalltau(x, y)
-    p = float(p) if p is not None and math.isfinite(p) else 1.0
-    return Trend(float(slope), float(intercept), float(tau) if math.isfinite(tau) else 0.0, p, len(y))
+    slope, intercept = theil_sen(x, y)
+    tau, p = kendall(x, y)
+    return Trend(slope, intercept, tau if math.isfinite(tau) else 0.0, p if math.isfinite(p) else 1.0, len(y))
+
+
+def theil_sen(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """(slope, intercept): the median of the slopes between every two points with different x, and the line
+    through the medians of y and x with that slope (Sen 1968, "Estimates of the regression coefficient based on
+    Kendall's tau"). x, y: (n,)."""
+    dx = x[None, :] - x[:, None]  # (n, n)
+    dy = y[None, :] - y[:, None]
+    pairs = dx > 0
+    slope = float(np.median(dy[pairs] / dx[pairs]))
+    return slope, float(np.median(y) - slope * np.median(x))
+
+
+def kendall(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Kendall's tau-b between x and y and its two-sided p-value under no association (Kendall, "Rank
+    Correlation Methods", 1970): without ties and up to 33 points (or at most one discordant or concordant pair)
+    the exact permutation distribution of the discordant pairs; otherwise the normal approximation of
+    S = concordant - discordant, its variance corrected for the tied groups of x and of y. NaN, NaN when x or
+    y is constant. x, y: (n,)."""
+    n = len(x)
+    upper = np.triu_indices(n, 1)
+    sx = np.sign(x[None, :] - x[:, None])[upper]  # (n(n-1)/2,) each pair once
+    sy = np.sign(y[None, :] - y[:, None])[upper]
+    total = n * (n - 1) // 2
+    x_ties, y_ties = int((sx == 0).sum()), int((sy == 0).sum())
+    if x_ties == total or y_ties == total:
+        return math.nan, math.nan
+    s = int((sx * sy).sum())  # concordant - discordant
+    discordant = int((sx * sy < 0).sum())
+    tau = max(-1.0, min(1.0, s / math.sqrt(total - x_ties) / math.sqrt(total - y_ties)))
+    if x_ties == 0 and y_ties == 0 and (n <= 33 or min(discordant, total - discordant) <= 1):
+        return tau, _kendall_exact(n, min(discordant, total - discordant))
+    tx, ty = _tie_groups(x), _tie_groups(y)  # sizes of the groups of equal values
+    m = n * (n - 1)
+    var = ((m * (2 * n + 5) - float((tx * (tx - 1) * (2 * tx + 5)).sum()) - float((ty * (ty - 1) * (2 * ty + 5)).sum()))
+           / 18 + float((tx * (tx - 1)).sum()) * float((ty * (ty - 1)).sum()) / (2 * m)
+           + float((tx * (tx - 1) * (tx - 2)).sum()) * float((ty * (ty - 1) * (ty - 2)).sum()) / (9 * m * (n - 2)))
+    return tau, math.erfc(abs(s) / math.sqrt(var) / math.sqrt(2))
+
+
+def _tie_groups(v: np.ndarray) -> np.ndarray:
+    _, counts = np.unique(v, return_counts=True)
+    return counts[counts > 1].astype(float)
+
+
+def _kendall_exact(n: int, c: int) -> float:
+    """Two-sided P(D <= c or D >= total - c) for the discordant pairs D of a random permutation of n: twice the
+    lower tail (the distribution is symmetric), the counts of permutations by inversions built one element at a
+    time (element j adds 0 .. j - 1 inversions)."""
+    total = n * (n - 1) // 2
+    if 2 * c >= total:
+        return 1.0
+    counts = np.zeros(c + 1)
+    counts[0] = 1.0
+    for j in range(2, n + 1):  # counts of permutations of j elements by inversions, up to c
+        window = np.cumsum(counts)
+        shifted = np.concatenate([np.zeros(j), window[:-j]]) if j <= c else np.zeros(c + 1)
+        counts = window - shifted[: c + 1]
+    # n! overflows a float past 170 (a long monotone series: c <= 1 there, so the sum stays small)
+    return min(1.0, 2.0 * math.exp(math.log(float(counts.sum())) - math.lgamma(n + 1)))
 
 
 def head(y: np.ndarray, share: float = 0.1, least: int = 3) -> np.ndarray:

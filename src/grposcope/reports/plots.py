@@ -136,7 +136,7 @@ class Canvas:
 
     def save(self, fig: Any, name: str, caption: str) -> None:
         try:  # through a temporary file: a full disk leaves no 0-byte PNG that a rerun would refuse
-            with atomic_output(self.out / name, "--out") as tmp:
+            with atomic_output(self.out / name, "--output") as tmp:
                 fig.savefig(tmp, dpi=DPI, format="png")
         finally:
             self.plt.close(fig)
@@ -301,7 +301,7 @@ def plot_regression(runs: list[Run], x: list[float], y: list[float], fit: Fit, o
     ax.grid(alpha=0.3)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, fontsize=8, frameon=False)  # off the data
     try:
-        with atomic_output(out / "regression.png", "--out") as tmp:
+        with atomic_output(out / "regression.png", "--output") as tmp:
             fig.savefig(tmp, dpi=DPI, bbox_inches="tight", format="png")
     finally:
         plt.close(fig)

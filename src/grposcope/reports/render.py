@@ -70,7 +70,7 @@ def write_steps_csv(runs: list[Run], path: Path) -> None:
     run did not log at that step is left empty (never interpolated)."""
     import csv
 
-    with atomic_output(path, "--out") as tmp, tmp.open("w", encoding="utf-8", newline="") as handle:
+    with atomic_output(path, "--output") as tmp, tmp.open("w", encoding="utf-8", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(("run", "step", *STEP_COLUMNS))
         for run in runs:
@@ -149,7 +149,7 @@ def write_markdown(report: Report, path: Path) -> None:
     notes = _notes(report)
     if notes:
         lines += ["## Notes", ""] + [f"- {md_text(note)}" for note in notes]
-    write_text_atomic(path, "\n".join(lines) + "\n", "--out")
+    write_text_atomic(path, "\n".join(lines) + "\n", "--output")
 
 
 _STYLE = """body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;font-size:16px;line-height:1.45;
@@ -260,7 +260,17 @@ def write_html(report: Report, folder: Path, path: Path) -> None:
     parts.append("</section>")
     if notes:
         parts += ["<section id='notes'><h2>Notes</h2><ul>", *(f"<li>{esc(n)}</li>" for n in notes), "</ul></section>"]
-    write_text_atomic(path, "".join(parts) + "</body></html>\n", "--out")
+    write_text_atomic(path, "".join(parts) + "</body></html>\n", "--output")
+
+
+def write_findings_json(diagnoses: list, path: Path) -> None:
+    """The findings as JSON, in the one shape `grposcope diagnose --format json` writes (diagnose.document)."""
+    import json
+
+    from ..diagnose import document
+    from ..logging.jsonl import json_safe
+
+    write_text_atomic(path, json.dumps(json_safe(document(diagnoses)), indent=2, allow_nan=False) + "\n", "--output")
 
 
 def build_report(runs: list[Run], out: Path, regress: bool, entropy_floor: float, kl_bound: float,
@@ -289,6 +299,7 @@ def build_report(runs: list[Run], out: Path, regress: bool, entropy_floor: float
     report.diagnoses = [diagnose(run, Options(entropy_floor=entropy_floor, kl_bound=kl_bound)) for run in runs]
     add_sampler_evidence(report.diagnoses)
     write_steps_csv(runs, out / "steps.csv")
+    write_findings_json(report.diagnoses, out / "findings.json")
     write_markdown(report, out / "report.md")
     write_html(report, out, out / "report.html")
     return report

@@ -510,7 +510,9 @@ def live_diagnosis(args: GRPOConfig, max_steps: int) -> LiveDiagnosis | None:
                       num_generations=args.num_generations, max_completion_length=args.max_completion_length,
                       max_steps=max_steps)
     name = args.run_name or Path(args.output_dir).name
-    return LiveDiagnosis(name, options, every=args.diagnose_every, output_dir=args.output_dir)
+    settings = {k: getattr(args, k) for k in ("use_avspo", "skip_no_signal_steps", "sampler", "epsilon_high",
+                                               "mask_truncated_completions", "advantage_estimator")}
+    return LiveDiagnosis(name, options, every=args.diagnose_every, output_dir=args.output_dir, settings=settings)
 
 
 def _check_callbacks(callbacks: list[Any]) -> list[Any]:

@@ -114,10 +114,17 @@ def tb_damage(path: Path, read: int) -> str | None:
     return None
 
 
+FINDINGS_FOLDER = "grposcope"  # where DiagnoseCallback logs its findings as text, inside a run's logging_dir
+
+
 def run_folders(files: list[Path]) -> list[Path]:
-    """The folders holding event files, oldest first (by their newest file)."""
+    """The folders holding event files, oldest first (by their newest file); the findings DiagnoseCallback
+    writes beside a run's events (`<logging_dir>/grposcope`, text only) are not a run of their own."""
     newest: dict[Path, float] = {}
+    folders = {file.parent for file in files}
     for file in files:
+        if file.parent.name == FINDINGS_FOLDER and file.parent.parent in folders:
+            continue
         newest[file.parent] = max(newest.get(file.parent, 0.0), file.stat().st_mtime)
     return sorted(newest, key=newest.__getitem__)
 
