@@ -157,3 +157,10 @@ def test_one_name_for_the_output_and_the_old_one_still_works_with_a_note(tmp_pat
     assert "note: --out is now --output" in old.stderr
     for command in ("report", "probe", "sweep", "simulate", "eval", "diagnose"):
         assert "--output" in cli(command, "--help").stdout, command
+
+
+def test_the_demo_shows_a_diagnosis_of_a_shipped_run():
+    result = cli("demo")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("demo  (a TRL run") and "CRITICAL advantage_collapse" in result.stdout
+    assert "grposcope diagnose OUTPUT_DIR" in result.stdout

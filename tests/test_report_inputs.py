@@ -130,7 +130,7 @@ def test_report_md_shows_html_and_line_breaks_in_run_names_as_text(tmp_path):
     assert result.exit_code == 0, result.output + repr(result.exception)
     markdown = (out / "report.md").read_text()
     assert "<img" not in markdown and "<svg" not in markdown
-    assert "| &lt;img src=x onerror=alert(1)&gt;&lt;svg onload=alert(2)&gt; | grposcope | 20 |" in markdown
+    assert "| &lt;img src=x onerror=alert(1)>&lt;svg onload=alert(2)> | grposcope | 20 |" in markdown  # `<` escaped
     rows = [line for line in markdown.splitlines() if line.startswith("| ") and "| grposcope |" in line]
     assert len(rows) == 2 and "| a\\nb\\|c | grposcope | 20 |" in rows[1], rows
     # the terminal: one line per run, the line break shown as \n

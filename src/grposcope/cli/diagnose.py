@@ -127,6 +127,31 @@ def diagnose_command(
         raise typer.Exit(1)
 
 
+@app.command("demo")
+def demo_command(verbose: bool = typer.Option(False, "--verbose", help="Every engine's fix, the papers' titles.")
+                 ) -> None:
+    """What a diagnosis looks like, on a run shipped with grposcope: a stock TRL GRPOTrainer's 8 steps whose every
+    reward was 0 (its trainer_state.json).
+
+    \b
+    Examples:
+      grposcope demo
+    """
+    from importlib.resources import as_file, files
+
+    from ..diagnose import diagnose
+    from ..diagnose.render import rich_diagnosis
+    from ..runs import load_run
+
+    with as_file(files("grposcope.diagnose") / "demo" / "trainer_state.json") as path:
+        result = diagnose(load_run(path, "demo"))
+    console = wide_console(160)
+    for renderable in rich_diagnosis(result, verbose):
+        console.print(renderable)
+    typer.echo("\nthe run shipped with grposcope: a stock TRL GRPOTrainer, 8 steps, every reward 0. Yours: "
+               "grposcope diagnose OUTPUT_DIR (docs/diagnose.md)")
+
+
 def parse_maps(maps: list[str]) -> tuple[tuple[str, str], ...]:
     """`--map KEY=METRIC` pairs; METRIC must be a catalogue name (or a reward function's `reward/<f>/mean`)."""
     from ..runs.catalogue import CATALOGUE, resolve
