@@ -77,11 +77,11 @@ def test_a_transformers_tensorboard_run_from_its_output_dir_runs_dir_folder_or_f
         assert run_kind(given) == "tensorboard"
         run = load_run(given)
         assert run.source == "tensorboard" and run.steps == [1, 2, 3, 4]
-        assert run.values("reward/mean") == [0.25, 0.5, 0.75, 1.0]
-        assert run.values("collapse/acr") == [0.5] * 4  # train/frac_reward_zero_std, through the catalogue
-        assert run.values("grad_norm") == [0.0, 0.0, 1.5, 1.5]
+        assert list(run.values("reward/mean")) == [0.25, 0.5, 0.75, 1.0]
+        assert list(run.values("collapse/acr")) == [0.5] * 4  # train/frac_reward_zero_std, through the catalogue
+        assert list(run.values("grad_norm")) == [0.0, 0.0, 1.5, 1.5]
         # an unknown key keeps its spelling and is counted once per step that logged it
-        assert run.series["train/completions/min_length"] == [3.0] * 4
+        assert list(run.series["train/completions/min_length"]) == [3.0] * 4
         assert run.unknown == {"train/completions/min_length": 4}
         assert run.config == {"num_generations": 8, "max_completion_length": 256, "max_steps": 40, "logging_steps": 1}
         assert run.problems == [] and run.nonfinite == {}
@@ -91,8 +91,8 @@ def test_scalars_written_as_tensors_are_read(tmp_path):
     raw_events(tmp_path / "tb", {1: {"train/reward": 0.5, "eval/reward": 0.25}, 2: {"train/reward": 0.75}},
                tensors=True)
     run = load_run(tmp_path / "tb")
-    assert run.values("reward/mean") == [0.5, 0.75]
-    assert run.values("eval/accuracy")[0] == 0.25 and math.isnan(run.values("eval/accuracy")[1])  # eval/reward
+    assert list(run.values("reward/mean")) == [0.5, 0.75]
+    assert list(run.values("eval/accuracy"))[0] == 0.25 and math.isnan(list(run.values("eval/accuracy"))[1])  # eval/reward
 
 
 def test_a_cut_event_file_keeps_the_records_before_the_cut(tmp_path):
@@ -100,7 +100,7 @@ def test_a_cut_event_file_keeps_the_records_before_the_cut(tmp_path):
     data = file.read_bytes()
     file.write_bytes(data[: record_offsets(file)[-1] + 20])  # the last record (step 4) cut inside its data
     run = load_run(tmp_path / "tb")
-    assert run.steps == [1, 2, 3] and run.values("reward/mean") == [0.25, 0.5, 0.75]
+    assert run.steps == [1, 2, 3] and list(run.values("reward/mean")) == [0.25, 0.5, 0.75]
     assert len(run.problems) == 1 and str(file) in run.problems[0] and "cut short" in run.problems[0]
 
 
@@ -110,7 +110,7 @@ def test_a_corrupt_event_record_keeps_the_records_before_it(tmp_path):
     data[record_offsets(file)[3] + 14] ^= 0xFF  # record 3 (step 3; record 0 is the file version): its data
     file.write_bytes(bytes(data))
     run = load_run(tmp_path / "tb")
-    assert run.steps == [1, 2] and run.values("reward/mean") == [0.25, 0.5]
+    assert run.steps == [1, 2] and list(run.values("reward/mean")) == [0.25, 0.5]
     assert len(run.problems) == 1 and str(file) in run.problems[0] and "fails its checksum" in run.problems[0]
 
 
@@ -120,7 +120,7 @@ def test_two_runs_events_in_one_folder_are_not_merged(tmp_path):
     os.utime(first, (1, 1))  # the older file
     second = raw_events(folder, {s: {"train/reward": 0.75} for s in range(1, 4)}, "b")
     run = load_run(folder)
-    assert run.steps == [1, 2, 3] and run.values("reward/mean") == [0.75] * 3  # the newest file alone
+    assert run.steps == [1, 2, 3] and list(run.values("reward/mean")) == [0.75] * 3  # the newest file alone
     assert len(run.problems) == 1 and "two runs' events in one folder" in run.problems[0]
     assert first.name in run.problems[0] and second.name in run.problems[0]
 
@@ -130,7 +130,7 @@ def test_event_files_that_follow_one_another_are_one_run(tmp_path):
     os.utime(raw_events(folder, {1: {"train/reward": 0.25}, 2: {"train/reward": 0.5}}, "a"), (1, 1))
     raw_events(folder, {3: {"train/reward": 0.75}}, "b")
     run = load_run(folder)
-    assert run.steps == [1, 2, 3] and run.values("reward/mean") == [0.25, 0.5, 0.75] and run.problems == []
+    assert run.steps == [1, 2, 3] and list(run.values("reward/mean")) == [0.25, 0.5, 0.75] and run.problems == []
 
 
 def test_several_run_folders_read_the_newest_and_name_the_others(tmp_path):
@@ -139,7 +139,7 @@ def test_several_run_folders_read_the_newest_and_name_the_others(tmp_path):
     os.utime(old, (1, 1))
     raw_events(runs / "Nov26_host", {1: {"train/reward": 0.75}})
     run = load_run(tmp_path)
-    assert run.values("reward/mean") == [0.75]
+    assert list(run.values("reward/mean")) == [0.75]
     assert len(run.problems) == 1 and "Nov26_host is read" in run.problems[0] and "Nov25_host" in run.problems[0]
 
 
@@ -178,8 +178,8 @@ def test_a_wandb_offline_run_and_one_with_a_record_of_unknown_type(tmp_path, mon
     assert run_kind(tmp_path) == "wandb"
     read = load_run(tmp_path)
     assert read.source == "wandb" and read.steps == [1, 2, 3, 4]
-    assert read.values("reward/mean") == [0.25, 0.5, 0.75, 1.0]
-    assert read.values("grad_norm")[::2] == [1.0, 1.0] and math.isnan(read.values("grad_norm")[1])
+    assert list(read.values("reward/mean")) == [0.25, 0.5, 0.75, 1.0]
+    assert list(read.values("grad_norm"))[::2] == [1.0, 1.0] and math.isnan(list(read.values("grad_norm"))[1])
     assert read.nonfinite == {"grad_norm": [2]} and read.unknown == {"train/my_metric": 4}
     assert read.config == {"num_generations": 8, "max_completion_length": 64}
     assert len(read.problems) == 1 and "grad_norm is NaN or infinite at 1 step(s)" in read.problems[0]
@@ -195,7 +195,7 @@ def test_a_wandb_offline_run_and_one_with_a_record_of_unknown_type(tmp_path, mon
     cut = file.parent / "damaged.wandb"
     cut.write_bytes(bytes(data))
     damaged = load_run(cut)
-    assert 0 < len(damaged.steps) < 4 and damaged.values("reward/mean") == [0.25 * s for s in damaged.steps]
+    assert 0 < len(damaged.steps) < 4 and list(damaged.values("reward/mean")) == [0.25 * s for s in damaged.steps]
     assert sum("unknown type 9" in p for p in damaged.problems) == 1
 
 
@@ -222,9 +222,9 @@ def test_a_verl_file_logger_as_file_or_folder(tmp_path):
         run = load_run(given)
         assert run.source == "verl" and run.steps == [1, 2, 3]
         # of verl's two reward means the score before the KL penalty is the reward (the catalogue's rank)
-        assert run.values("reward/mean") == [0.25, 0.5, 0.75]
-        assert run.values("entropy/mean") == [1.5] * 3 and run.values("grad_norm") == [0.5] * 3
-        assert run.unknown == {"my/verl_key": 3} and run.series["my/verl_key"] == [1.0] * 3
+        assert list(run.values("reward/mean")) == [0.25, 0.5, 0.75]
+        assert list(run.values("entropy/mean")) == [1.5] * 3 and list(run.values("grad_norm")) == [0.5] * 3
+        assert run.unknown == {"my/verl_key": 3} and list(run.series["my/verl_key"]) == [1.0] * 3
         assert len(run.problems) == 1 and "line 4 is a half-written last line" in run.problems[0]
 
 
@@ -237,9 +237,9 @@ def test_a_bare_trainer_state_goes_through_the_catalogue(tmp_path):
     path = tmp_path / "trainer_state.json"
     path.write_text(json.dumps({"log_history": history, "max_steps": 300, "logging_steps": 2}))
     run = load_run(path)
-    assert run.steps == [1, 2] and run.values("reward/mean") == [0.25, 0.5]
-    assert run.values("collapse/acr") == [0.75, 0.5] and run.values("loss/policy") == [0.5, 0.25]
-    assert math.isnan(run.values("eval/accuracy")[0]) and run.values("eval/accuracy")[1] == 0.125
+    assert run.steps == [1, 2] and list(run.values("reward/mean")) == [0.25, 0.5]
+    assert list(run.values("collapse/acr")) == [0.75, 0.5] and list(run.values("loss/policy")) == [0.5, 0.25]
+    assert math.isnan(list(run.values("eval/accuracy"))[0]) and list(run.values("eval/accuracy"))[1] == 0.125
     assert run.config == {"max_steps": 300, "logging_steps": 2}
     assert run.unknown == {"completions/min_length": 1} and run.nonfinite == {"grad_norm": [2]}
     assert any("frac_reward_zero_std" in n for n in run.notes) and run.wall_time_s == 12.0
@@ -254,8 +254,8 @@ def test_a_jsonl_of_step_metrics_takes_any_step_column(tmp_path, step_key):
     path.write_text("".join(json.dumps({step_key: s, "train/reward": 0.25 * s, "rewards/acc/mean": 0.5}) + "\n"
                             for s in (10, 20)))
     run = load_run(path)
-    assert run.source == "jsonl" and run.steps == [10, 20] and run.values("reward/mean") == [2.5, 5.0]
-    assert run.values("reward/acc/mean") == [0.5, 0.5] and run.unknown == {} and run.problems == []
+    assert run.source == "jsonl" and run.steps == [10, 20] and list(run.values("reward/mean")) == [2.5, 5.0]
+    assert list(run.values("reward/acc/mean")) == [0.5, 0.5] and run.unknown == {} and run.problems == []
 
 
 def test_a_jsonl_with_every_kind_of_bad_value_keeps_the_good_data(tmp_path):
@@ -269,14 +269,14 @@ def test_a_jsonl_with_every_kind_of_bad_value_keeps_the_good_data(tmp_path):
     run = load_run(path)
     assert run.steps == [1, 2, 3, 4]
     reward = run.values("reward/mean")
-    assert reward[0] == 0.25 and math.isnan(reward[1]) and reward[2:] == [0.5, 1.0]
+    assert reward[0] == 0.25 and math.isnan(reward[1]) and list(reward[2:]) == [0.5, 1.0]
     grad = run.values("grad_norm")  # kept as logged: the gradient detector tells NaN from not logged
     assert grad[0] == 1.0 and math.isnan(grad[1]) and grad[3] == math.inf and math.isnan(grad[2])
-    assert run.nonfinite == {"grad_norm": [2, 4]} and run.values("kl/mean")[:2] == [0.125, 1.0]
+    assert run.nonfinite == {"grad_norm": [2, 4]} and list(run.values("kl/mean"))[:2] == [0.125, 1.0]
     # a true/false column the catalogue does not know is metadata: one note, no series, not an unknown metric
     assert run.unknown == {} and "train/flag" not in run.series
     assert [n for n in run.notes if "train/flag" in n and "metadata" in n]
-    assert run.values("loss/policy")[2] == 0.5
+    assert list(run.values("loss/policy"))[2] == 0.5
     expected = ["line 6 is a half-written last line", "1 record(s) repeat a step", "steps go backwards 1 time(s)",
                 "reward/mean holds 1 value(s) that are not numbers (the first: 'oops' at step 2)",
                 "kl/mean holds 1 true/false value(s)", "grad_norm is NaN or infinite at 2 step(s) (the first: 2)"]
@@ -292,10 +292,10 @@ def test_a_csv_export_as_the_wandb_ui_writes_it(tmp_path):
     run = load_run(path)
     assert run_kind(path) == "table" and run.source == "csv"
     assert run.steps == [1, 2, 3]  # train/global_step is the optimizer step, not W&B's _step
-    assert run.values("reward/mean")[:2] == [0.25, 0.5] and math.isnan(run.values("reward/mean")[2])
-    assert run.values("entropy/mean")[0] == 1.5 and math.isnan(run.values("entropy/mean")[1])
+    assert list(run.values("reward/mean"))[:2] == [0.25, 0.5] and math.isnan(list(run.values("reward/mean"))[2])
+    assert list(run.values("entropy/mean"))[0] == 1.5 and math.isnan(list(run.values("entropy/mean"))[1])
     assert run.nonfinite == {"grad_norm": [2, 3]} and run.unknown == {"custom": 3}
-    assert run.series["custom"] == [7.0, 8.0, 9.0]
+    assert list(run.series["custom"]) == [7.0, 8.0, 9.0]
     assert len(run.problems) == 2 and "'n/a' at step 3" in run.problems[0]
 
 

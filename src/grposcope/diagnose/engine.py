@@ -42,6 +42,7 @@ class View:
         self.memo: dict[str, Any] = {}  # what several detectors compute once (the alarms' replay)
         self._arrays: dict[str, np.ndarray] = {}
         self.steps = np.asarray(run.steps, dtype=float)
+        self.steps.flags.writeable = False
         self.last_step = max(run.steps) if run.steps else 0
 
     def __getitem__(self, name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -54,8 +55,10 @@ class View:
         lists cost more to convert than to diagnose)."""
         if name not in self._arrays:
             values = self.run.series.get(name)
-            self._arrays[name] = (np.asarray(values, dtype=float) if values is not None
-                                  else np.full(len(self.run.steps), np.nan))
+            array = (np.asarray(values, dtype=float) if values is not None
+                     else np.full(len(self.run.steps), np.nan))
+            array.flags.writeable = False  # may share the run's own memory (an array('d') series): read only
+            self._arrays[name] = array
         return self._arrays[name]
 
     def has(self, name: str, least: int = 1) -> bool:

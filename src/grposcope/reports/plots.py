@@ -27,6 +27,7 @@ LEFT, RIGHT, TOP_IN, BOTTOM_IN = 0.08, 0.72, 0.5, 0.55
 LEGEND_CHARS = 38  # longer run names are shortened in legends (the table has them whole)
 ALARM_MARKERS = {"stagnation": "v", "entropy_collapse": "X", "kl_drift": "D", "no_signal": "s"}
 BAND = 0.025  # height of a run's no-signal band, as a fraction of the axes
+PLOT_POINTS = 4000  # points a line is drawn with at most: a figure is about a thousand pixels wide
 
 
 def pyplot(needed_by: str = "grposcope report") -> Any:
@@ -146,14 +147,29 @@ class Canvas:
         self.files.append((name, caption))
 
     def series(self, ax: Any, run: Run, name: str, label: str, linestyle: str = "-", raw: bool = True) -> bool:
-        """The run's `name`: faint as logged, solid as the trailing mean. False when the run never logged it."""
-        steps, values = run.points(name)
-        if not steps:
+        """The run's `name`: faint as logged, solid as the trailing mean. False when the run never logged it.
+        Past PLOT_POINTS logged steps (more than a figure's width can show), the faint line is the band between
+        each stretch's lowest and highest value and the solid one every k-th point of the mean."""
+        import numpy as np
+
+        x, y = np.asarray(run.steps, dtype=float), np.asarray(run.values(name), dtype=float)
+        keep = np.isfinite(y)
+        x, y = x[keep], y[keep]
+        if not len(x):
             return False
+        window = min(self.window, len(y))
+        total = np.concatenate([[0.0], np.cumsum(y)])  # (n + 1,)
+        ends = np.arange(1, len(y) + 1)
+        smooth = (total[ends] - total[np.maximum(ends - window, 0)]) / np.minimum(ends, window)  # trailing mean
+        stride = max(1, -(-len(x) // PLOT_POINTS))
         if raw and self.window > 1:
-            ax.plot(steps, values, color=self.color(run), alpha=0.22, linewidth=0.8, linestyle=linestyle)
-        ax.plot(steps, trailing_mean(values, self.window), color=self.color(run), linewidth=1.8,
-                linestyle=linestyle, label=label)
+            if stride > 1:
+                cut = len(x) // stride * stride
+                lo, hi = y[:cut].reshape(-1, stride).min(axis=1), y[:cut].reshape(-1, stride).max(axis=1)
+                ax.fill_between(x[:cut:stride], lo, hi, color=self.color(run), alpha=0.22, linewidth=0)
+            else:
+                ax.plot(x, y, color=self.color(run), alpha=0.22, linewidth=0.8, linestyle=linestyle)
+        ax.plot(x[::stride], smooth[::stride], color=self.color(run), linewidth=1.8, linestyle=linestyle, label=label)
         return True
 
     def smoothing_note(self) -> str:

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import csv
 import math
+from array import array
 from collections import Counter
+from itertools import islice
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
@@ -31,6 +33,7 @@ NOT_METRICS = frozenset(("step", "global_step", "train/global_step", "trainer/gl
 SKIPPED = NOT_METRICS | {"training/global_step", "training/epoch"}  # verl's counters ride in its data too
 UNKNOWN_RANK = 99  # a key the catalogue does not know: any spelling it knows is preferred
 MAPPED_RANK = -1  # a key the user mapped (--map KEY=METRIC) wins over every spelling in its record
+_NAN = array("d", [math.nan])  # a column is padded with it where a step did not log the name
 
 
 _FOLDED_STEPS = {fold(k): i for i, k in enumerate(STEP_KEYS)}
@@ -67,7 +70,9 @@ class Collector:
         self.mapping = dict(mapping or {})  # --map KEY=METRIC: the user's reading of a key, before the catalogue's
         self.step_key = step_key  # the record's step column, not a metric
         self.read_as: dict[str, str] = {}  # key -> metric, for keys read by their plain spelling or the user's map
-        self.rows: dict[int, dict[str, float]] = {}
+        # the values as columns: 8 bytes a value (a 1 GB log's dicts of Python floats took several GB)
+        self.rows: dict[int, int] = {}  # step -> its row in the columns, in the order first read
+        self.columns: dict[str, array] = {}  # name -> (rows,) its values, NaN where the step did not log it
         self.unknown: Counter = Counter()
         self.not_numbers: dict[str, list[Any]] = {}  # name -> [count, first step, first value]
         self.flags: Counter = Counter()  # name -> values logged as true/false
@@ -122,11 +127,25 @@ class Collector:
                 self.nonfinite.setdefault(name, set()).add(step)
             if name not in numbers or rank < numbers[name][0]:
                 numbers[name] = (rank, number)
-        row = self.rows.setdefault(step, {})
-        if row and not row.keys().isdisjoint(numbers):
+        row = self.rows.get(step)
+        if row is None:
+            row = self.rows[step] = len(self.rows)
+        elif any(self._logged(name, row) for name in numbers):
             self.repeated += 1
         for name, (_, number) in numbers.items():
-            row[name] = number
+            self._put(name, row, number)
+
+    def _logged(self, name: str, row: int) -> bool:
+        column = self.columns.get(name)
+        return column is not None and row < len(column) and not math.isnan(column[row])
+
+    def _put(self, name: str, row: int, number: float) -> None:
+        column = self.columns.get(name)
+        if column is None:
+            column = self.columns[name] = array("d")
+        if len(column) <= row:
+            column.extend(_NAN * (row + 1 - len(column)))
+        column[row] = number
 
     def _not_a_number(self, name: str, step: int, value: Any) -> None:
         if isinstance(value, (dict, list)):
@@ -138,10 +157,14 @@ class Collector:
     def absorb(self, other: Collector) -> None:
         """`other`'s steps into this one (the files of one run, `other` the later): its values win."""
         self._absorbed.append({e[0] for e in other._names.values() if e is not None} | set().union(*other._absorbed))
-        for step, row in sorted(other.rows.items()):
-            mine = self.rows.setdefault(step, {})
-            self.repeated += bool(mine.keys() & row.keys())
-            mine.update(row)
+        for step, theirs in sorted(other.rows.items()):
+            row = self.rows.get(step)
+            if row is None:
+                row = self.rows[step] = len(self.rows)
+            given = {n: c[theirs] for n, c in other.columns.items() if theirs < len(c) and not math.isnan(c[theirs])}
+            self.repeated += any(self._logged(n, row) for n in given)
+            for name, number in given.items():
+                self._put(name, row, number)
         self.unknown.update(other.unknown)
         self.flags.update(other.flags)
         self.not_scalars |= other.not_scalars
@@ -154,13 +177,18 @@ class Collector:
         self.problems += other.problems
 
     def run(self, name: str, source: str, found: str) -> Run:
-        steps = sorted(self.rows)
-        rows = [self.rows[s] for s in steps]
+        in_order = all(a < b for a, b in zip(self.rows, islice(self.rows, 1, None)))  # read in step order
+        steps = list(self.rows) if in_order else sorted(self.rows)
+        order = range(len(steps)) if in_order else [self.rows[s] for s in steps]  # (n,) each step's row
         # every name a key resolved to, in the order first met, kept when some step logged a number for it
         candidates = dict.fromkeys(e[0] for e in self._names.values() if e is not None)
         candidates.update(dict.fromkeys(n for other in self._absorbed for n in other))
-        series = {n: [row.get(n, math.nan) for row in rows] for n in candidates}
-        series = {n: v for n, v in series.items() if any(n in row for row in rows)}
+        series: dict[str, array] = {}
+        for n in (c for c in candidates if c in self.columns):
+            column = self.columns[n]
+            if len(column) < len(order):
+                column.extend(_NAN * (len(order) - len(column)))
+            series[n] = column if in_order else array("d", (column[r] for r in order))
         # a NaN logged as NaN, unlike the gaps of `series` (recorded as each value was read)
         nonfinite = {n: sorted(where) for n, where in self.nonfinite.items()}
         notes = []

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from itertools import compress
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +47,9 @@ class Run:
 
     def points(self, name: str) -> tuple[list[int], list[float]]:
         """(steps, values) of the steps that logged a finite `name`."""
-        pairs = [(s, v) for s, v in zip(self.steps, self.values(name)) if math.isfinite(v)]
-        return [s for s, _ in pairs], [v for _, v in pairs]
+        values = self.values(name)
+        keep = [math.isfinite(v) for v in values]  # no (step, value) tuple per step: a long run has millions
+        return list(compress(self.steps, keep)), list(compress(values, keep))
 
     def accuracy_points(self) -> tuple[list[int], list[float]]:
         """Held-out accuracy against step, the evaluation before training as step 0."""
