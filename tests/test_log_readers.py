@@ -92,7 +92,8 @@ def test_scalars_written_as_tensors_are_read(tmp_path):
                tensors=True)
     run = load_run(tmp_path / "tb")
     assert list(run.values("reward/mean")) == [0.5, 0.75]
-    assert list(run.values("eval/accuracy"))[0] == 0.25 and math.isnan(list(run.values("eval/accuracy"))[1])  # eval/reward
+    held_out = run.values("eval/accuracy")  # eval/reward
+    assert held_out[0] == 0.25 and math.isnan(held_out[1])
 
 
 def test_a_cut_event_file_keeps_the_records_before_the_cut(tmp_path):
