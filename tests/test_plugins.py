@@ -193,7 +193,11 @@ def test_only_the_named_module_is_imported(mypkg):
     ({"advantage_estimator": RANGE, "advantage_estimator_kwargs": {"success_threshold": 0.1}},
      "advantage_estimator_kwargs: success_threshold: a config field of its own; set it there"),
     ({"advantage_estimator": RANGE, "advantage_estimator_kwargs": {"eps": -1.0}}, "eps must be > 0, got -1.0"),
-    ({"policy_loss": "mypkg.losses:aggregate"}, "policy loss 'mypkg.losses:aggregate' needs 'per_token'"),
+    ({"policy_loss": "mypkg.losses:aggregate"},  # a function: refused before it is called (issue 56)
+     "policy loss 'mypkg.losses:aggregate' is a function, not a class: a plug-in path names a class of its family"),
+    ({"sampler": "mypkg.estimators:RangeNormalised"},
+     "sampler 'mypkg.estimators:RangeNormalised' is the class mypkg.estimators.RangeNormalised, not a subclass of "
+     "grposcope.sampling.base.Sampler; nothing was called"),
     ({"advantage_estimator": RANGE, "advantage_estimator_kwargs": "[1, 2]"},
      "advantage_estimator_kwargs must be a mapping of the plug-in's keyword arguments"),
 ])
@@ -234,3 +238,28 @@ def test_the_cli_trains_with_a_plugin_estimator(tmp_path, mypkg, tiny_model_dir,
     assert result.exit_code == 0, result.output
     line = json.loads((tmp_path / "cli" / "metrics.jsonl").read_text().splitlines()[0])
     assert "range/spread_mean" in line
+
+
+@pytest.mark.parametrize("field, path", [("advantage_estimator", "os:system"), ("sampler", "subprocess:Popen"),
+                                         ("policy_loss", "subprocess:Popen"), ("advantage_estimator", "builtins:eval"),
+                                         ("policy_loss", "os.path:join")])
+def test_a_dotted_path_to_anything_but_a_class_of_its_family_runs_nothing(tmp_path, field, path, monkeypatch):
+    """A config that names `os:system` with `{command: ...}` ran the command while GRPOConfig was built (issue 56):
+    a plug-in path must name a class of its family, checked before anything of it is called."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from grposcope.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    marker = tmp_path / "PWNED"
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump({"use_avspo": False, field: path,
+                                      f"{field}_kwargs": {"command": f"touch {marker}", "args": ["touch", str(marker)],
+                                                          "source": f"open({str(marker)!r}, 'w')"},
+                                      "output_dir": str(tmp_path / "out")}))
+    result = CliRunner().invoke(app, ["train", "--config", str(config)])
+    assert result.exit_code == 2, result.output
+    assert not marker.exists()
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "not a" in lines[0] and "nothing was called" in lines[0], lines

@@ -96,7 +96,7 @@ class AdvantageEstimator:
         pass
 
 
-ESTIMATORS: Registry[AdvantageEstimator] = Registry("advantage estimator", plugins=True)
+ESTIMATORS: Registry[AdvantageEstimator] = Registry("advantage estimator", plugins=True, base=AdvantageEstimator)
 register = ESTIMATORS.register
 # Where each estimator runs: every one in TRL (the subclass hands it the gathered (B, G) rewards); verl takes
 # those registered as its advantage estimators (integrations/verl.py)

@@ -78,12 +78,15 @@ class Registry(Generic[T]):
     ...     def __init__(self, scale_rewards: str = "group"): ...
     """
 
-    def __init__(self, kind: str, entry_modules: Iterable[str] = (), plugins: bool = False) -> None:
+    def __init__(self, kind: str, entry_modules: Iterable[str] = (), plugins: bool = False,
+                 base: type | None = None) -> None:
         """`entry_modules`: the modules whose import registers the family's own entries, imported on the first
         lookup. The registry's module imports none of them, and they import it: no circle, and no entry depends
         on which module a program happened to import first. Their order is the order tables list them in.
-        `plugins`: a dotted path "package.module:Name" names an entry from outside (`plugin`)."""
+        `plugins`: a dotted path "package.module:Name" names an entry from outside (`plugin`); `base`: the class
+        such an entry must derive from (None: a class whose instances are called, as the policy losses are)."""
         self.kind = kind
+        self._base = base
         self._entries: dict[str, Callable[..., T]] = {}
         self._options: dict[str, tuple[Option, ...]] = {}
         self._reads: dict[str, tuple[str, ...]] = {}
@@ -155,12 +158,30 @@ class Registry(Generic[T]):
             if not hasattr(factory, part):
                 raise ValueError(f"{self.kind} {name!r}: {module_name} ({module.__file__}) has no {attribute!r}")
             factory = getattr(factory, part)
-        if not callable(factory):
-            raise ValueError(f"{self.kind} {name!r} is a {type(factory).__name__}, not a class or function")
+        self._check_plugin(name, factory)
         self._entries[name], self._options[name], self._reads[name] = factory, (), ()
         self._hosts[name] = HOSTS
         self._plugins.add(name)
         return factory
+
+    def _check_plugin(self, name: str, factory: Any) -> None:
+        """A dotted path names a class of this family, checked before anything of it is called: a path to any
+        other object (`os:system`, `subprocess:Popen`) would otherwise be called with the config's options."""
+        if not inspect.isclass(factory):
+            what = "function" if inspect.isroutine(factory) else type(factory).__name__
+            raise ValueError(f"{self.kind} {name!r} is a {what}, not a class: a plug-in path names a class of its "
+                             f"family ({self._wanted()}); nothing was called")
+        if self._base is not None and not issubclass(factory, self._base):
+            raise ValueError(f"{self.kind} {name!r} is the class {factory.__module__}.{factory.__qualname__}, not "
+                             f"{self._wanted()}; nothing was called")
+        if self._base is None and not any("__call__" in vars(k) for k in factory.__mro__[:-1]):
+            raise ValueError(f"{self.kind} {name!r} is the class {factory.__module__}.{factory.__qualname__}, not "
+                             f"{self._wanted()}: its instances cannot be called; nothing was called")
+
+    def _wanted(self) -> str:
+        if self._base is not None:
+            return f"a subclass of {self._base.__module__}.{self._base.__qualname__}"
+        return "a class whose instances are called (a __call__ method)"
 
     def unload(self, name: str) -> None:
         """Forgets plug-in `name`, so that its next lookup imports it again (tests; a reloaded module)."""

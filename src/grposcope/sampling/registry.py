@@ -11,4 +11,4 @@ from .base import Sampler
 SAMPLERS: Registry[Sampler] = Registry("sampler", entry_modules=(
     "grposcope.sampling.fixed", "grposcope.sampling.dynamic", "grposcope.sampling.reinforce_ada",
     "grposcope.sampling.greso", "grposcope.sampling.knapsack",
-    "grposcope.sampling.budgeted"), plugins=True)
+    "grposcope.sampling.budgeted"), plugins=True, base=Sampler)
