@@ -151,7 +151,11 @@ def markdown(diagnoses: list[Diagnosis], heading: str = "## Findings") -> str:
 
 def html_section(diagnoses: list[Diagnosis]) -> str:
     """The findings of every run as an HTML section (report.html's first)."""
-    esc = html.escape
+    from ..terminal import terminal_safe
+
+    def esc(text: Any) -> str:  # HTML-escaped, control characters shown
+        return html.escape(terminal_safe(text))
+
     parts = ['<section id="findings"><h2>Findings</h2>']
     for d in diagnoses:
         parts.append(f"<h3>{esc(d.run.name)}</h3><p><b>{esc(d.cost.line())}</b></p><ul>")

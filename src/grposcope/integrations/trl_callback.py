@@ -24,7 +24,7 @@ from transformers import TrainerCallback
 
 from ..diagnose.engine import Options
 from ..diagnose.live import FIX_HOSTS, LiveDiagnosis
-from ..diagnose.render import markdown
+from ..diagnose.render import _md, markdown
 from ..runs.formats.tensorboard import FINDINGS_FOLDER
 
 FINDINGS_MD = "findings.md"
@@ -84,7 +84,7 @@ class DiagnoseCallback(TrainerCallback):
 
     def _publish(self, args: Any, result: Any, step: int) -> None:
         """findings.md beside findings.json, and the findings in the run's TensorBoard and W&B."""
-        text = f"# grposcope diagnose: {result.run.name}\n\n" + markdown([result], heading="## Findings") + "\n"
+        text = f"# grposcope diagnose: {_md(result.run.name)}\n\n" + markdown([result], heading="## Findings") + "\n"
         try:
             (Path(args.output_dir) / FINDINGS_MD).write_text(text, encoding="utf-8")
         except OSError as err:

@@ -14,6 +14,7 @@ from ..diagnose.render import _md as md_text  # one escape for report.md, the di
 from ..files import atomic_output, write_text_atomic
 from ..logging.console import format_eta
 from ..runs.record import Run
+from ..terminal import terminal_safe
 from .figures import RunFigures, run_figures
 from .regression import Fit, fit_line
 
@@ -78,7 +79,7 @@ def write_steps_csv(runs: list[Run], path: Path) -> None:
             for i, step in enumerate(run.steps):
                 cells = [column[i] for column in columns]
                 if any(math.isfinite(v) for v in cells):
-                    writer.writerow((run.name, step, *("" if not math.isfinite(v) else _csv_number(v)
+                    writer.writerow((terminal_safe(run.name), step, *("" if not math.isfinite(v) else _csv_number(v)
                                                        for v in cells)))
 
 
@@ -166,8 +167,8 @@ tr:target,tr:target td{background:#fff3bf}nav ol{padding-left:1.4em}nav li{margi
 
 def _img(folder: Path, name: str, caption: str) -> str:
     data = base64.b64encode((folder / name).read_bytes()).decode("ascii")
-    return (f'<figure id="plot-{html.escape(Path(name).stem)}"><img alt="{html.escape(caption)}" '
-            f'src="data:image/png;base64,{data}"><figcaption>{html.escape(caption)} ({html.escape(name)})'
+    return (f'<figure id="plot-{_esc(Path(name).stem)}"><img alt="{_esc(caption)}" '
+            f'src="data:image/png;base64,{data}"><figcaption>{_esc(caption)} ({_esc(name)})'
             "</figcaption></figure>")
 
 
@@ -178,7 +179,7 @@ def _alarm_id(run_number: int, alarm: str) -> str:
 def _table_html(report: Report) -> str:
     """The summary table; row i is `run-i` (the contents link to it), and each alarm links to its line in the
     alarms section."""
-    esc = html.escape
+    esc = _esc
     head = "".join(f"<th>{esc(c)}</th>" for c in COLUMNS)
     alarm_column = COLUMNS.index("alarms (first step)")
     body = []
@@ -196,7 +197,7 @@ def _alarms_html(report: Report) -> str:
     """Every alarm any run raised, with its first step and what to do about it (the advice training prints)."""
     from ..core.alarms import ADVICE as ALARM_ADVICE
 
-    esc = html.escape
+    esc = _esc
     raised = [(i, run, a) for i, (run, f) in enumerate(zip(report.runs, report.figures), 1) for a in f.alarms]
     if not raised:
         return "<section id='alarms'><h2>Alarms</h2><p>No alarm was raised in any run.</p></section>"
@@ -222,7 +223,7 @@ def _findings_html(report: Report) -> str:
 
 def _contents_html(report: Report, notes: list[str]) -> str:
     """Links to every section and plot, and to every run's row: with many runs, the way to one of them."""
-    esc = html.escape
+    esc = _esc
     alarms = sum(len(f.alarms) for f in report.figures)
     items = [f"<li><a href='#findings'>Findings</a>: {_findings_count(report)}</li>"] if report.diagnoses else []
     items += [f"<li><a href='#summary'>Summary</a>: {len(report.runs)} run(s)</li>",
@@ -243,7 +244,7 @@ def _contents_html(report: Report, notes: list[str]) -> str:
 
 
 def write_html(report: Report, folder: Path, path: Path) -> None:
-    esc = html.escape
+    esc = _esc
     notes = _notes(report)
     parts = ["<!doctype html><html lang='en'><head><meta charset='utf-8'>"
              "<meta name='viewport' content='width=device-width, initial-scale=1'><title>grposcope report</title>"
@@ -261,6 +262,12 @@ def write_html(report: Report, folder: Path, path: Path) -> None:
     if notes:
         parts += ["<section id='notes'><h2>Notes</h2><ul>", *(f"<li>{esc(n)}</li>" for n in notes), "</ul></section>"]
     write_text_atomic(path, "".join(parts) + "</body></html>\n", "--output")
+
+
+def _esc(text: object) -> str:
+    """HTML-escaped, with the terminal's control characters shown (a run folder named with ESC ... BEL writes
+    none of them into report.html: `cat` of the file acts on no terminal)."""
+    return html.escape(terminal_safe(text))
 
 
 def write_findings_json(diagnoses: list, path: Path) -> None:
