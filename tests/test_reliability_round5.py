@@ -44,3 +44,25 @@ def test_the_callbacks_findings_md_shows_a_hostile_run_name_as_text(tmp_path):
     text = (tmp_path / "findings.md").read_text(encoding="utf-8")
     first = text.splitlines()[0]
     assert "\x1b" not in text and "\x07" not in text and "<b>" not in first and "&lt;b>" in first
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--kl_bound", "0"], "--kl_bound must be > 0"),
+    (["--num_generations", "1"], "--num_generations must be in [2, 65,536], got 1"),
+    (["--num_generations", "1000000000000"], "--num_generations must be in [2, 65,536]"),
+    (["--only", ",,"], "names no detector"),
+    (["--gpus", "100000000000000000000"], "--gpus must be in [1, 1,000,000]"),
+    (["--gpus", "8", "--gpu_hour_cost", "inf"], "--gpu_hour_cost must be a finite number >= 0"),
+])
+def test_diagnose_refuses_what_train_refuses_in_one_line(args, message):
+    result = CliRunner().invoke(app, ["diagnose", str(FIXTURES / "quickstart"), *args])
+    assert result.exit_code == 2 and message in result.output, result.output
+    assert len([line for line in result.output.splitlines() if line.strip()]) == 1
+
+
+def test_diagnose_says_what_it_did_not_do():
+    quickstart = str(FIXTURES / "quickstart")
+    result = CliRunner().invoke(app, ["diagnose", quickstart, quickstart, "--gpu_hour_cost", "2"])
+    assert result.exit_code == 0
+    assert "need --gpus: no money figure" in result.output and "given twice: each is diagnosed once" in result.output
+    assert result.output.count("quickstart  (") == 1

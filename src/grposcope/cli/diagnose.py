@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import List, Optional
 
@@ -81,21 +82,34 @@ def diagnose_command(
         for flag, target in (("--output", output), ("--json", json_path)):
             check_target(flag, target, runs, overwrite)
         names = [n.strip() for n in (only or "").split(",") if n.strip()] or None
+        if only is not None and not names:
+            raise ValueError(f"--only {only!r} names no detector; give some, e.g. --only advantage_collapse,"
+                             "kl_drift (--list shows them), or leave --only out for all")
         for name in names or []:
             DETECTORS.get(name)  # an unknown name fails with the known ones
         check_bounds(entropy_floor=entropy_floor, kl_bound=kl_bound)
-        for flag, value in (("--num_generations", num_generations), ("--max_completion_length",
-                            max_completion_length), ("--max_steps", max_steps), ("--gpus", gpus)):
-            if value is not None and value < 1:
-                raise ValueError(f"{flag} must be >= 1, got {value}")
-        if gpu_hour_cost is not None and not gpu_hour_cost >= 0:
-            raise ValueError(f"--gpu_hour_cost must be a number >= 0, got {gpu_hour_cost}")
+        if kl_bound == 0:
+            raise ValueError("--kl_bound must be > 0 (nats; 0.5 by default): at 0 every logged KL would be drift")
+        for flag, value, low, high in (("--num_generations", num_generations, 2, 65_536),
+                                       ("--max_completion_length", max_completion_length, 1, 10_000_000),
+                                       ("--max_steps", max_steps, 1, 1_000_000_000), ("--gpus", gpus, 1, 1_000_000)):
+            if value is not None and not low <= value <= high:
+                raise ValueError(f"{flag} must be in [{low:,}, {high:,}], got {value:,}")
+        if gpu_hour_cost is not None and not (math.isfinite(gpu_hour_cost) and gpu_hour_cost >= 0):
+            raise ValueError(f"--gpu_hour_cost must be a finite number >= 0 (the price of one GPU-hour), got "
+                             f"{gpu_hour_cost}")
+        if gpu_hour_cost is not None and gpus is None:
+            typer.secho("note: --gpu_hour_cost prices GPU-hours, which need --gpus: no money figure is given",
+                        err=True)
         options = Options(entropy_floor, kl_bound, None, num_generations, max_completion_length, max_steps, gpus,
                           gpu_hour_cost)
         from ..runs import ReadOptions, load_runs
 
         read = ReadOptions(step_key=step_key, mapping=parse_maps(maps or []), pattern=pattern)
-        paths, _ = readable(runs, expand_runs)
+        unique = list({Path(r).resolve(): r for r in reversed(runs)}.values())[::-1]  # the first of each, in order
+        if len(unique) < len(runs):
+            typer.secho(f"note: {len(runs) - len(unique)} run(s) given twice: each is diagnosed once", err=True)
+        paths, _ = readable(unique, expand_runs)
         named = dict(zip(paths, run_names(paths)))
         loaded, _ = readable(paths, lambda one: load_runs(one[0], named[one[0]], read))
         diagnoses = [diagnose(run, options, names) for run in loaded]
