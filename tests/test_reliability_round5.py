@@ -66,3 +66,26 @@ def test_diagnose_says_what_it_did_not_do():
     assert result.exit_code == 0
     assert "need --gpus: no money figure" in result.output and "given twice: each is diagnosed once" in result.output
     assert result.output.count("quickstart  (") == 1
+
+
+def test_a_huge_integer_a_deep_nesting_and_random_bytes_are_lines_not_tracebacks(tmp_path):
+    import json
+    import os
+
+    huge = tmp_path / "huge.jsonl"  # a value and a step past float's range
+    huge.write_text("".join(json.dumps({"step": s, "reward": 0.5}) + "\n" for s in range(1, 6))
+                    + '{"step": 6, "reward": ' + str(10**400) + "}\n" + '{"step": ' + str(10**400) + ', "reward": 1}\n')
+    result = CliRunner().invoke(app, ["diagnose", str(huge)])
+    assert result.exit_code == 0 and "NaN or infinite at 1 step(s)" in result.output, result.output
+    assert "without a whole-number step" in result.output
+    assert CliRunner().invoke(app, ["report", str(huge), "-o", str(tmp_path / "r")]).exit_code == 0
+    deep = tmp_path / "deep"
+    deep.mkdir()
+    (deep / "metrics.jsonl").write_text("[" * 150_000 + "]" * 150_000 + "\n")
+    (tmp_path / "deep.jsonl").write_text("[" * 150_000 + "]" * 150_000 + "\n")
+    (tmp_path / "random.csv").write_bytes(os.urandom(5000))
+    for given, says in ((deep, "nests JSON deeper than Python reads"), (tmp_path / "deep.jsonl", "is not a run"),
+                        (tmp_path / "random.csv", "is not a run")):
+        result = CliRunner().invoke(app, ["diagnose", str(given)])
+        lines = [line for line in result.output.splitlines() if line.strip()]
+        assert result.exit_code == 2 and len(lines) == 1 and says in lines[0], (given, result.output[-600:])

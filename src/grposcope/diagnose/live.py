@@ -184,7 +184,7 @@ def metrics_records(path: Path) -> Iterator[dict[str, Any]]:
         for raw in handle:
             try:
                 record = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError):
+            except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
                 continue
             if isinstance(record, dict):
                 yield record

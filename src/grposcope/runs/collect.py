@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from .catalogue import SKIPPED_NO_SIGNAL, by_engine_name, fold, resolve
-from .record import Run
+from .record import Run, to_float
 
 # The step column, most specific first: W&B's own `_step` counts log calls, which transformers makes several of
 # per optimizer step (train and eval), so its `train/global_step` is preferred. Matched after folding case and
@@ -113,7 +113,7 @@ class Collector:
                 self.unknown[key] += 1
             kind = type(value)
             if kind is float or kind is int:  # the common case, without number_of's checks
-                number = float(value)
+                number = to_float(value)
             else:
                 number = number_of(value)
                 if number is None:
@@ -233,7 +233,7 @@ class Collector:
 def number_of(value: Any) -> float | None:
     """A float for a number, a boolean (0/1) or a numeric string ('NaN', 'inf', '0.5' in a CSV); else None."""
     if isinstance(value, (bool, int, float)):
-        return float(value)
+        return to_float(value)
     if isinstance(value, str):
         try:
             return float(value.strip())

@@ -141,7 +141,7 @@ def is_verl_logger(path: Path) -> bool:
         with path.open("rb") as handle:
             first = handle.readline()
         return is_verl_logger_record(json.loads(first))
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError, RecursionError):
         return False
 
 

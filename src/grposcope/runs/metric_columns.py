@@ -24,6 +24,7 @@ from typing import Any
 
 from ..logging.jsonl import _warn_partial
 from .catalogue import resolve
+from .record import to_float
 
 NAN_ROW = array("d", [math.nan])
 SHOWN = 3  # metrics, and steps of each, named in a note
@@ -72,6 +73,9 @@ def read_metric_columns(path: Path) -> MetricColumns:
                 record = json.loads(text)
                 if not isinstance(record, dict) or "step" not in record:
                     raise ValueError("not a JSON object with a 'step' key")
+            except RecursionError:  # nested past Python's limit: a damaged or hostile line, not a record
+                raise ValueError(f"{path}: line {number} nests JSON deeper than Python reads (a damaged or hostile "
+                                 "line, no record of a run); remove or fix that line") from None
             except ValueError as err:
                 pending = (number, str(err))
                 continue
@@ -126,7 +130,7 @@ class _Reader:
                 continue
             kind = type(value)
             if kind is float or kind is int:
-                number_ = float(value)
+                number_ = to_float(value)
                 if number_ != number_ or number_ in (math.inf, -math.inf):
                     out.nonfinite.setdefault(key, []).append(step)
             elif value is None:  # the writer's NaN (JSON has none)

@@ -57,3 +57,12 @@ class Run:
         if self.eval_before is not None and math.isfinite(self.eval_before):
             steps, values = [0, *steps], [self.eval_before, *values]
         return steps, values
+
+
+def to_float(value: int | float) -> float:
+    """A JSON number as a float: an integer past float's range (`10**400`) is +-inf (a non-finite value, said
+    as one), never an OverflowError."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf

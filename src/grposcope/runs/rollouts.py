@@ -32,6 +32,8 @@ from functools import reduce
 from pathlib import Path
 from typing import Any, Iterator
 
+from .record import to_float
+
 TRL_FOLDER = "completions"
 TRL_FILE = re.compile(r"completions_(\d+)\.parquet")
 VERL_FILE = re.compile(r"(\d+)\.jsonl")
@@ -93,7 +95,8 @@ def _number(value: Any) -> float | None:
     if isinstance(value, bool):
         return float(value)
     if isinstance(value, (int, float)) and not math.isinf(value):
-        return float(value)
+        number = to_float(value)
+        return number if math.isfinite(number) else None
     return None
 
 
@@ -182,7 +185,7 @@ def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
                 continue
             try:
                 yield number, json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError):
+            except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):  # a line nested past Python's limit
                 yield number, NOT_JSON if raw.endswith(b"\n") else CUT
 
 

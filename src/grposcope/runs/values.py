@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from .record import Run
+from .record import Run, to_float
 
 
 def odd_notes(odd: dict[str, list[tuple[int, Any]]], path: Path) -> list[str]:
@@ -39,7 +39,7 @@ def number(value: Any) -> float | None:
     if isinstance(value, bool):
         return float(value)
     if isinstance(value, (int, float)):
-        return float(value)
+        return to_float(value)
     return None
 
 
@@ -49,6 +49,9 @@ def read_json(path: Path) -> Any:
             return json.load(handle)
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise ValueError(f"{path} is not valid JSON ({err}); is the file complete?") from None
+    except RecursionError:
+        raise ValueError(f"{path} nests JSON deeper than Python reads (a damaged or hostile file); no run log "
+                         "does") from None
 
 
 def replay_missing() -> str | None:

@@ -37,7 +37,7 @@ def claims(path: Path) -> bool:
         if not first:
             return path.name == LOG
         record = json.loads(first)
-    except (OSError, ValueError):  # unreadable, or a bad first line: grposcope's reader names the problem
+    except (OSError, ValueError, RecursionError):  # unreadable or a bad first line: grposcope's reader says which
         return path.name == LOG
     if not isinstance(record, dict) or "step" not in record:
         return False

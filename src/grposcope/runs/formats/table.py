@@ -43,7 +43,7 @@ def _kind(path: Path) -> str:
 def _an_object(line: bytes) -> bool:
     try:
         return isinstance(json.loads(line), dict)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
 
 
@@ -62,7 +62,7 @@ def claims(path: Path) -> bool:
         return len(first.split("\t" if kind == "tsv" else ",")) >= 2
     try:
         record = json.loads(first)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return isinstance(record, dict) and any(isinstance(v, (int, float)) for v in record.values())
 
@@ -77,7 +77,7 @@ def _json_list(path: Path) -> list[dict[str, Any]]:
             if handle.read(64).lstrip()[:1] not in (b"[", b"{"):
                 return []
         records = json.loads(path.read_bytes())
-    except (ValueError, UnicodeDecodeError, OSError):
+    except (ValueError, UnicodeDecodeError, OSError, RecursionError):
         return []
 
     def rows(value: Any) -> bool:

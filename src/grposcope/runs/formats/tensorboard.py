@@ -56,7 +56,7 @@ def _args(value: Any) -> dict[str, Any]:
     try:
         text = value.tensor.string_val[0].decode("utf-8")
         args = json.loads(text)
-    except (IndexError, UnicodeDecodeError, json.JSONDecodeError):
+    except (IndexError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         return {}
     return args if isinstance(args, dict) else {}
 

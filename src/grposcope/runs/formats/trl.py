@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..catalogue import by_engine_name, resolve
 from ..file_kinds import check_file, not_a_file
-from ..record import ACCURACY, Run
+from ..record import ACCURACY, Run, to_float
 from ..rollouts import trl_files
 from ..values import add_rollouts, bad_step, is_step, join_runs, number, odd_notes, read_json, replay_missing
 from . import register
@@ -52,7 +52,7 @@ def is_state_file(path: Path) -> bool:
     if head[:1] == b"[" and path.stat().st_size <= 64 * SNIFF:  # a bare log_history: small enough to look at
         try:
             records = json.loads(path.read_bytes())
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             return False
         return (isinstance(records, list) and bool(records) and all(isinstance(r, dict) for r in records)
                 and any("step" in r and _is_train_record(r) for r in records))
@@ -268,7 +268,7 @@ def _columns(records: list[dict[str, Any]], rename: Any) -> tuple[list[int], dic
             if key == "step" or key == "time":
                 continue
             kind = type(value)
-            number = value if kind is float else float(value) if kind is int or kind is bool else None
+            number = value if kind is float else to_float(value) if kind is int or kind is bool else None
             name = names[key] if key in names else names.setdefault(key, rename(key))
             if number is not None:
                 column = series.get(name)

@@ -90,7 +90,7 @@ def _items(items: Any) -> dict[str, Any]:
     for item in items:
         try:
             value = json.loads(item.value_json)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             value = item.value_json
         out[item.key or "/".join(item.nested_key)] = value
     return out
