@@ -47,11 +47,12 @@ def test_the_callbacks_findings_md_shows_a_hostile_run_name_as_text(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--kl_bound", "0"], "--kl_bound must be > 0"),
-    (["--num_generations", "1"], "--num_generations must be in [2, 65,536], got 1"),
-    (["--num_generations", "1000000000000"], "--num_generations must be in [2, 65,536]"),
+    (["--kl_bound", "0"], "--kl_bound must be a finite number > 0.0, got 0.0"),
+    (["--num_generations", "1"], "--num_generations must be a whole number in [2, 65,536], got 1"),
+    (["--num_generations", "1000000000000"], "--num_generations must be a whole number in [2, 65,536]"),
     (["--only", ",,"], "names no detector"),
-    (["--gpus", "100000000000000000000"], "--gpus must be in [1, 1,000,000]"),
+    (["--gpus", "100000000000000000000"], "--gpus must be a whole number in [1, 1,000,000]"),
+    (["--entropy_floor", "nan"], "--entropy_floor must be a finite number >= 0.0, got nan"),
     (["--gpus", "8", "--gpu_hour_cost", "inf"], "--gpu_hour_cost must be a finite number >= 0"),
 ])
 def test_diagnose_refuses_what_train_refuses_in_one_line(args, message):
@@ -89,3 +90,18 @@ def test_a_huge_integer_a_deep_nesting_and_random_bytes_are_lines_not_tracebacks
         result = CliRunner().invoke(app, ["diagnose", str(given)])
         lines = [line for line in result.output.splitlines() if line.strip()]
         assert result.exit_code == 2 and len(lines) == 1 and says in lines[0], (given, result.output[-600:])
+
+
+@pytest.mark.parametrize("options", [dict(num_generations=0), dict(kl_bound=-1), dict(entropy_floor=float("nan")),
+                                     dict(gpus=-1), dict(num_generations=True)])
+def test_the_callback_takes_the_ranges_the_command_line_takes(options):
+    pytest.importorskip("transformers")
+    from grposcope.diagnose import Options
+    from grposcope.integrations.trl_callback import DiagnoseCallback
+
+    with pytest.raises(ValueError, match="must be a"):
+        Options(**options)
+    with pytest.raises((ValueError, TypeError)):
+        DiagnoseCallback(options="x")
+    with pytest.raises(ValueError):
+        DiagnoseCallback(every=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import List, Optional
 
@@ -11,7 +10,7 @@ import typer
 
 from ..terminal import terminal_safe
 from .app import USER_ERRORS, _console_logging, app, fail, wide_console
-from .report import check_bounds, expand_runs, readable, run_names
+from .report import expand_runs, readable, run_names
 
 
 @app.command("diagnose")
@@ -87,17 +86,11 @@ def diagnose_command(
                              "kl_drift (--list shows them), or leave --only out for all")
         for name in names or []:
             DETECTORS.get(name)  # an unknown name fails with the known ones
-        check_bounds(entropy_floor=entropy_floor, kl_bound=kl_bound)
-        if kl_bound == 0:
-            raise ValueError("--kl_bound must be > 0 (nats; 0.5 by default): at 0 every logged KL would be drift")
-        for flag, value, low, high in (("--num_generations", num_generations, 2, 65_536),
-                                       ("--max_completion_length", max_completion_length, 1, 10_000_000),
-                                       ("--max_steps", max_steps, 1, 1_000_000_000), ("--gpus", gpus, 1, 1_000_000)):
-            if value is not None and not low <= value <= high:
-                raise ValueError(f"{flag} must be in [{low:,}, {high:,}], got {value:,}")
-        if gpu_hour_cost is not None and not (math.isfinite(gpu_hour_cost) and gpu_hour_cost >= 0):
-            raise ValueError(f"--gpu_hour_cost must be a finite number >= 0 (the price of one GPU-hour), got "
-                             f"{gpu_hour_cost}")
+        from ..diagnose.engine import check_options
+
+        check_options(dict(entropy_floor=entropy_floor, kl_bound=kl_bound, num_generations=num_generations,
+                           max_completion_length=max_completion_length, max_steps=max_steps, gpus=gpus,
+                           gpu_hour_cost=gpu_hour_cost), prefix="--")  # the ranges Options and the callback use
         if gpu_hour_cost is not None and gpus is None:
             typer.secho("note: --gpu_hour_cost prices GPU-hours, which need --gpus: no money figure is given",
                         err=True)

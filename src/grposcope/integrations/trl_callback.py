@@ -39,8 +39,11 @@ class DiagnoseCallback(TrainerCallback):
 
     def __init__(self, every: int = 10, options: Options | None = None, name: str | None = None,
                  fix: str = "trl") -> None:
-        if not isinstance(every, int) or every < 1:
+        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
             raise ValueError(f"every must be an int >= 1 (logged steps between diagnoses), got {every!r}")
+        if options is not None and not isinstance(options, Options):
+            raise TypeError(f"options must be a grposcope.diagnose.Options (what the logs do not say), got "
+                            f"{type(options).__name__} {options!r}")
         if fix not in FIX_HOSTS:
             raise ValueError(f"fix must be one of {', '.join(FIX_HOSTS)}, got {fix!r}")
         self.every, self.options, self.name, self.fix = every, options, name, fix

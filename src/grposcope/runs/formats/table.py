@@ -47,10 +47,25 @@ def _an_object(line: bytes) -> bool:
         return False
 
 
+def _text(path: Path) -> bool:
+    """Whether the file's start is UTF-8 text (random bytes named .csv are no table)."""
+    with path.open("rb") as handle:
+        head = handle.read(4096)
+    if b"\0" in head:
+        return False
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as err:
+        return err.start >= len(head) - 3  # a character cut at the 4 KiB boundary, not bad bytes
+    return True
+
+
 def claims(path: Path) -> bool:
     if path.suffix.lower() not in SUFFIXES or not path.is_file() or not_a_file(path) is not None:
         return False
     try:
+        if not _text(path):
+            return False
         kind = _kind(path)
         first = _first_line(path).decode("utf-8", "replace").strip()
     except OSError:
