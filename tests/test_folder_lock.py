@@ -207,3 +207,20 @@ def test_the_cli_names_a_linked_lock_file_in_one_line(tmp_path, tiny_model_dir):
                               "--max_steps", "3", "--output_dir", str(out), "--resume"))
     assert line.startswith(f"error: {lock} is a symbolic link (to {victim})")
     assert victim.read_text() == "precious\n"
+
+
+def test_rotation_deletes_nothing_through_a_linked_checkpoint(tmp_path, tiny_llama, tiny_tokenizer):
+    """A user moved checkpoint-1 elsewhere and linked it back (issue 56): save_total_limit removed every file
+    grposcope had written there, outside output_dir. The link is left, with one warning naming its target."""
+    out = tmp_path / "run"
+    make_trainer(tmp_path, tiny_llama, tiny_tokenizer, save_steps=1, max_steps=1).train()
+    elsewhere = tmp_path / "archive" / "checkpoint-1"
+    elsewhere.parent.mkdir()
+    (out / "checkpoint-1").rename(elsewhere)
+    (out / "checkpoint-1").symlink_to(elsewhere, target_is_directory=True)
+    before = sorted(p.name for p in elsewhere.iterdir())
+    with pytest.warns(RuntimeWarning, match=f"left .*checkpoint-1 in place: it is a link to {elsewhere}"):
+        make_trainer(tmp_path, make_tiny(), tiny_tokenizer, save_steps=1, max_steps=3,
+                     save_total_limit=1).train(resume_from_checkpoint=True)
+    assert sorted(p.name for p in elsewhere.iterdir()) == before and (out / "checkpoint-1").is_symlink()
+    assert (out / "checkpoint-3").is_dir()

@@ -131,6 +131,11 @@ def rotate(output_dir: Path, limit: int, keep: Path) -> list[Path]:
     folders = sorted(checkpoint_folders(output_dir), key=step_of, reverse=True)
     doomed = [p for p in folders[limit:] if p != keep]
     for folder in doomed:
+        if folder.is_symlink():  # nothing is deleted through a link: the folder it names is the user's
+            warnings.warn(f"save_total_limit: left {folder} in place: it is a link to {os.path.realpath(folder)}, "
+                          "and grposcope deletes nothing through a link; remove the link yourself when it can go",
+                          RuntimeWarning, stacklevel=3)
+            continue
         left = mf.remove_written(folder)
         if left:
             warnings.warn(f"save_total_limit: kept {folder}, which holds files grposcope did not write "
@@ -143,6 +148,10 @@ def remove_checkpoints(folders: list[Path]) -> list[str]:
     note per folder left in place, naming what stayed (a user's file, or a folder without a manifest)."""
     notes = []
     for folder in folders:
+        if folder.is_symlink():  # nothing is deleted through a link
+            notes.append(f"left {folder} in place: it is a link to {os.path.realpath(folder)}, and grposcope deletes "
+                         "nothing through a link")
+            continue
         data, why = mf.read(folder)
         left = mf.remove_written(folder)
         if data is None:
