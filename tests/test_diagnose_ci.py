@@ -164,3 +164,17 @@ def test_the_demo_shows_a_diagnosis_of_a_shipped_run():
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("demo  (a TRL run") and "CRITICAL advantage_collapse" in result.stdout
     assert "grposcope diagnose OUTPUT_DIR" in result.stdout
+
+
+def test_an_alarm_never_advises_an_option_the_run_has_on(caplog):
+    import logging
+
+    from grposcope.core.alarms import AlarmRules, Alarms
+
+    alarms = Alarms(AlarmRules(stagnation_acr=0.35, stagnation_steps=2))
+    alarms.settings = {"use_avspo": True}  # as grposcope's trainer sets it from its config
+    with caplog.at_level(logging.WARNING, logger="grposcope"):
+        for step in range(1, 5):
+            alarms.update(step, acr=1.0)
+    said = " ".join(r.getMessage() for r in caplog.records if "alarm at step" in r.getMessage())
+    assert "stagnation" in said and "use_avspo=True," not in said and "already on in this run: use_avspo=True" in said

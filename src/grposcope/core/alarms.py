@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -67,6 +68,7 @@ class Alarms:
         self.fired: list[tuple[int, str]] = []
         # what the log has said: name -> [step it fired, last step on, steps on since] while announced
         self.announced: dict[str, list[int]] = {}
+        self.settings: dict[str, object] = {}  # the run's own options: an alarm's advice never names one on
 
     def _streak(self, name: str, holds: bool) -> int:
         self.streaks[name] = self.streaks[name] + 1 if holds else 0
@@ -102,7 +104,7 @@ class Alarms:
         if on and seen is None:
             self.announced[name] = [step, step, 1]
             if self.warn:
-                logger.warning("grposcope alarm at step %d: %s. %s", step, name, ADVICE[name])
+                logger.warning("grposcope alarm at step %d: %s. %s", step, name, advice(name, self.settings))
         elif on:
             seen[1], seen[2] = step, seen[2] + 1
         elif seen is not None and step - seen[1] >= self.rules.quiet:
@@ -151,6 +153,16 @@ def replay(steps: Iterable[int], acr: Iterable[float], entropy: Iterable[float],
             if active:
                 on[name].append(step)
     return on
+
+
+def advice(name: str, settings: dict[str, object]) -> str:
+    """ADVICE[name] without the `option=True` it names that the run already has, said instead."""
+    text, on = ADVICE[name], []
+    for option in re.findall(r"\b(\w+)=True\b", text):
+        if settings.get(option) is True:
+            text = re.sub(rf"\b{option}=True(, | or )", "", text)
+            on.append(f"{option}=True")
+    return text + (f" (already on in this run: {', '.join(on)})" if on else "")
 
 
 ADVICE = {

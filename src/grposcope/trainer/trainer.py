@@ -79,6 +79,7 @@ class GRPOTrainer:
         self.monitor = CollapseMonitor(success_threshold=self.args.success_threshold,
                                        ema_lambda=self.args.acr_ema_lambda, kl_bound=self.args.kl_bound,
                                        stagnation_steps=window, entropy_steps=window)
+        self.monitor.alarms.settings = {"use_avspo": self.args.use_avspo}  # its advice names no option already on
         self.live = live_diagnosis(self.args, self.max_steps)  # grposcope diagnose's detectors, as it trains
         self.global_step = 0
         self.timer = PhaseTimer()
