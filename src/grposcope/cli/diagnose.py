@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
 
@@ -121,13 +121,7 @@ def diagnose_command(
         if output_format != "text":
             typer.echo(render(diagnoses, output_format, verbose), nl=False)
         else:
-            from ..diagnose.render import rich_diagnosis
-
-            console = wide_console(160, stderr=json_path == "-")
-            for d in diagnoses:
-                for renderable in rich_diagnosis(d, verbose):
-                    console.print(renderable)
-                console.print()
+            print_diagnoses(wide_console(160, stderr=json_path == "-"), diagnoses, verbose)
     worst = [f for d in diagnoses for f in d.findings if fail_on and rank(f.severity) >= rank(fail_on)]
     if worst:
         typer.echo(terminal_safe(f"--fail_on {fail_on}: {len(worst)} finding(s) at {fail_on} or worse"), err=True)
@@ -147,14 +141,11 @@ def demo_command(verbose: bool = typer.Option(False, "--verbose", help="Every en
     from importlib.resources import as_file, files
 
     from ..diagnose import diagnose
-    from ..diagnose.render import rich_diagnosis
     from ..runs import load_run
 
     with as_file(files("grposcope.diagnose") / "demo" / "trainer_state.json") as path:
         result = diagnose(load_run(path, "demo"))
-    console = wide_console(160)
-    for renderable in rich_diagnosis(result, verbose):
-        console.print(renderable)
+    print_diagnoses(wide_console(160), [result], verbose, gap=False)
     typer.echo("\nthe run shipped with grposcope: a stock TRL GRPOTrainer, 8 steps, every reward 0. Yours: "
                "grposcope diagnose OUTPUT_DIR (docs/diagnose.md)")
 
@@ -217,7 +208,7 @@ def render(diagnoses, output_format: str, verbose: bool) -> str:
     """The diagnosis as text (what the terminal shows, without colour), Markdown, JSON (diagnose.document) or a
     standalone HTML page."""
     from ..diagnose import document
-    from ..diagnose.render import html_section, markdown, rich_diagnosis
+    from ..diagnose.render import html_section, markdown
     from ..logging.jsonl import json_safe
 
     if output_format == "json":
@@ -232,12 +223,19 @@ def render(diagnoses, output_format: str, verbose: bool) -> str:
     from rich.console import Console
 
     buffer = StringIO()
-    console = Console(file=buffer, width=120, color_system=None, force_terminal=False)
+    print_diagnoses(Console(file=buffer, width=120, color_system=None, force_terminal=False), diagnoses, verbose)
+    return buffer.getvalue()
+
+
+def print_diagnoses(console: Any, diagnoses, verbose: bool, gap: bool = True) -> None:
+    """Each diagnosis as the terminal shows it (diagnose.render.rich_diagnosis), a blank line after each."""
+    from ..diagnose.render import rich_diagnosis
+
     for d in diagnoses:
         for renderable in rich_diagnosis(d, verbose):
             console.print(renderable)
-        console.print()
-    return buffer.getvalue()
+        if gap:
+            console.print()
 
 
 def _write(target: str, flag: str, text: str) -> None:

@@ -89,14 +89,14 @@ def forecast_command(
 
 def _forecast_input(o: dict[str, Any]) -> tuple[str, list[tuple[int, int]], list[str], dict | None]:
     """Checks every option, then reads the counts: (source, counts, notes, measured ACR of the run or None)."""
-    from ..reports.forecast import FORMULAS, _samplers, all_samplers, record_counts
+    from ..reports.forecast import FORMULAS, all_samplers, record_counts, sampler_registry
 
     if (o["probe"] is None) == (o["from_run"] is None):
         raise ValueError("give a probe file or --from_run RUN_DIR (one of them)")
     o["sizes"] = _int_list(o["group_sizes"], "--group_sizes")
     o["names"] = (all_samplers() if o["samplers"].strip() == ALL
                   else list(dict.fromkeys(n.strip() for n in o["samplers"].split(",") if n.strip())))
-    registry = _samplers()
+    registry = sampler_registry()
     for name in o["names"]:
         if registry is not None:
             registry.get(name)  # unknown: fails with the known names

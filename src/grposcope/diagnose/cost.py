@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..runs import catalogue as c
-from .signals import collapse_series, no_signal_mask, signal_known
+from .signals import collapse_series, no_signal_mask, rewards_alike, signal_known
 
 if TYPE_CHECKING:
     from .engine import View
@@ -103,8 +103,7 @@ def run_cost(view: "View") -> Cost:
         else:
             tokens = samples
             basis.append("no completion lengths logged: the token share is the sample share")
-    with np.errstate(invalid="ignore"):  # no_signal_steps' two kinds: no gradient, or a KL-only one
-        silent = empty | (view.array(c.REWARD_STD) == 0.0)
+    silent = empty | rewards_alike(view)  # no_signal_steps' two kinds: no gradient, or a KL-only one
     cost = Cost(n, int(silent.sum()), _share(waste, samples), _share(waste, tokens), basis=basis)
     gpus = view.setting("gpus")
     if gpus:

@@ -41,6 +41,15 @@ def no_signal_mask(view: "View") -> np.ndarray:
     return view.memo["no_signal"]
 
 
+def rewards_alike(view: "View") -> np.ndarray:
+    """Per logged step (aligned with run.steps): True where the rewards' std was exactly 0, every completion of
+    the step scored alike (no reward signal, whatever a KL term did to the gradient). Computed once per run."""
+    if "alike" not in view.memo:
+        with np.errstate(invalid="ignore"):  # NaN: the std was not logged that step
+            view.memo["alike"] = view.array(c.REWARD_STD) == 0.0
+    return view.memo["alike"]
+
+
 def signal_known(view: "View") -> np.ndarray:
     """Per logged step: whether the log says anything of its signal (a gradient norm, a skipped flag, acr_post,
     a reward std)."""
@@ -91,8 +100,7 @@ def _inferred(view: "View") -> Collapse | None:
         share[np.isin(steps, x)] = p**g + (1 - p) ** g
         said.append(f"estimated from the mean reward as p^G + (1-p)^G, a lower bound for a 0/1 reward (G = {g}: "
                     f"{how})")
-    with np.errstate(invalid="ignore"):  # every completion of a zero-std step scored alike: all groups collapsed
-        empty = no_signal_mask(view) | (view.array(c.REWARD_STD) == 0.0)
+    empty = no_signal_mask(view) | rewards_alike(view)  # every completion scored alike: all groups collapsed
     known = signal_known(view)
     if known.sum() >= LEAST:
         share = np.where(empty, 1.0, share if said else np.where(known, 0.0, np.nan))

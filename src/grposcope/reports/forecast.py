@@ -34,7 +34,7 @@ STAGNATION_ACR = 0.35  # the stagnation alarm's threshold (docs/metrics.md): the
 ALL = "all"  # --samplers' default: every registered sampler (read from the registry when needed: it imports torch)
 
 
-def _samplers() -> Any:
+def sampler_registry() -> Any:
     """The sampler registry, or None in an install without torch (the samplers run on torch tensors): the
     forecast then costs the samplers it has formulas for (FORMULAS) and says how to cost the others."""
     try:
@@ -49,7 +49,7 @@ def _samplers() -> Any:
 def all_samplers() -> list[str]:
     """Every registered sampler, in the order registered (the order the forecast's tables list them); without
     torch, the closed-form ones."""
-    registry = _samplers()
+    registry = sampler_registry()
     return list(FORMULAS) if registry is None else registry.names_in("grposcope")
 
 
@@ -57,7 +57,7 @@ def declares(sampler: str, prop: str) -> bool:
     """A registered sampler's forecast property (`closed_form`, `per_prompt`: sampling/base.py's `Sampler`);
     False for a name the registry does not know (its Monte Carlo cost then says why it could not be costed).
     Without torch, FORMULAS' own record of the closed-form samplers' (tests/test_forecast.py checks they agree)."""
-    registry = _samplers()
+    registry = sampler_registry()
     if registry is None:
         return bool(FORMULA_PROPERTIES.get(sampler, {}).get(prop, False))
     return sampler in registry and bool(getattr(registry.get(sampler), prop, False))
@@ -76,7 +76,7 @@ def per_prompt_samplers() -> tuple[str, ...]:
 
 def torch_note() -> str | None:
     """What a forecast without torch leaves out, or None."""
-    if _samplers() is not None:
+    if sampler_registry() is not None:
         return None
     return ("the samplers without a closed form (reinforce_ada, greso, knapsack, budgeted) are costed by running "
             "them, which needs torch: pip install 'grposcope[train]'")
@@ -272,7 +272,7 @@ def binomial_pmf(n: int, q: float) -> list[float]:
 def _default(sampler: str, keyword: str) -> Any:
     """A registered sampler's default for one of its options: one source, the sampler's signature (without
     torch, FORMULA_PROPERTIES' record of it)."""
-    registry = _samplers()
+    registry = sampler_registry()
     if registry is None:
         return FORMULA_PROPERTIES[sampler][keyword]
     return inspect.signature(registry.get(sampler)).parameters[keyword].default

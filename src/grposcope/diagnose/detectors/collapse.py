@@ -7,7 +7,7 @@ import numpy as np
 from ...runs import catalogue as c
 from .. import stats
 from ..findings import ACR_PAPER, DAPO, REINFORCE_ADA, SEVERITIES, Fix, rank
-from ..signals import collapse_series, group_size, no_signal_mask, signal_known
+from ..signals import collapse_series, group_size, no_signal_mask, rewards_alike, signal_known
 from .base import Detector, alarm_rules, alarm_steps, register, spans
 
 # advantage_collapse: the median collapsed share over the last quarter of the run. At a share f a run generates
@@ -43,8 +43,7 @@ def _split(view, recent_steps: np.ndarray) -> tuple[float, float, str]:
         how = ("per group, from the rollouts" if view.run.from_rollouts
                else "logged: collapse/acr_all_wrong, _all_correct")
         return (w / (w + r), r / (w + r), how) if w + r > 0 else (0.5, 0.5, how)
-    with np.errstate(invalid="ignore"):  # a step whose every completion scored alike: its mean is the common reward
-        alike = (view.array(c.REWARD_STD) == 0.0) & np.isin(view.steps, recent_steps)
+    alike = rewards_alike(view) & np.isin(view.steps, recent_steps)  # such a step's mean is its common reward
     common = view.array(c.REWARD)[alike]
     common = common[np.isfinite(common)]
     if len(common) * 2 >= len(recent_steps):  # most recent steps say their common reward: read it, estimate nothing
@@ -172,7 +171,7 @@ class NoSignalSteps(Detector):
         steps = np.asarray(run.steps)
         known = signal_known(view)
         with np.errstate(invalid="ignore"):  # the reward taught nothing, a KL term still moved the weights
-            kl_only = ~empty & (view.array(c.REWARD_STD) == 0.0) & (view.array(c.GRAD_NORM) > 0)
+            kl_only = ~empty & rewards_alike(view) & (view.array(c.GRAD_NORM) > 0)
         count, total, others = int(empty.sum()), int(known.sum()), int(kl_only.sum())
         if count == 0 and others == 0:
             return []

@@ -9,6 +9,7 @@ import numpy as np
 from ...runs import catalogue as c
 from .. import stats
 from ..findings import EXPLODING_GRADIENTS, Fix
+from ..signals import rewards_alike
 from .base import Detector, register, spans
 
 SPIKE_RATIO = 5.0  # a spike is at least this multiple of the median of the steps before it ...
@@ -47,8 +48,7 @@ class GradientPathology(Detector):
         x, g = x[keep], g[keep]
         if len(g) < 8:
             return findings
-        with np.errstate(invalid="ignore"):
-            alike = np.isin(x, view.steps[view.array(c.REWARD_STD) == 0.0])
+        alike = np.isin(x, view.steps[rewards_alike(view)])
         # the KL-only norms of steps whose rewards were all equal (no_signal_steps) are another population: a signal
         # step among them is the reward coming back, not a spike, and a norm that falls with them is the signal
         # gone, not a vanishing gradient. Each population is judged on its own
