@@ -108,7 +108,8 @@ def test_a_checkpoint_file_holding_code_is_refused_not_run(tmp_path, tiny_llama,
     manifest["files"]["optimizer.pt"] = manifest_module.describe(folder)["optimizer.pt"]  # passes verification
     (folder / "manifest.json").write_text(json.dumps(manifest))
     trainer = make_trainer(tmp_path, make_tiny(), tiny_tokenizer, max_steps=3)
-    with pytest.raises(CheckpointError, match="optimizer.pt holds pickled Python objects.*nothing in it was run"):
+    with pytest.raises(CheckpointError, match="optimizer.pt is damaged or not to be trusted: it holds pickled Python "
+                                              "objects.*nothing in it was run"):
         trainer.train(resume_from_checkpoint=True)
     assert not sentinel.exists()
 

@@ -344,3 +344,5 @@ def test_the_callback_never_raises_at_the_end_of_training(tmp_path, caplog):
     assert callback.result is not None and callback.result.findings
     said = [r.getMessage() for r in caplog.records if "not written" in r.getMessage()]
     assert said and all("a-file" in line for line in said), said
+    for name in ("findings.json", "findings.md"):  # once each, not at every finding
+        assert len([line for line in said if name in line]) == 1, said

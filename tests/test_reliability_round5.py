@@ -105,3 +105,65 @@ def test_the_callback_takes_the_ranges_the_command_line_takes(options):
         DiagnoseCallback(options="x")
     with pytest.raises(ValueError):
         DiagnoseCallback(every=True)
+
+
+def test_nan_in_a_stock_trl_run_is_said_by_the_callback_and_in_its_files(tmp_path, caplog):
+    pytest.importorskip("transformers")
+    import json
+    import logging
+
+    from grposcope.integrations.trl_callback import DiagnoseCallback
+
+    args = SimpleNamespace(output_dir=str(tmp_path), run_name="nan", num_generations=4, max_completion_length=8,
+                           report_to=[])
+    state = SimpleNamespace(max_steps=6, log_history=[], is_world_process_zero=True, global_step=0)
+    callback = DiagnoseCallback(every=2)
+    callback.on_train_begin(args, state, None)
+    with caplog.at_level(logging.WARNING, logger="grposcope"):
+        for step in range(1, 7):
+            state.global_step = step
+            bad = float("nan") if step >= 3 else 0.5
+            callback.on_log(args, state, None, logs={"loss": bad, "reward": bad, "reward_std": 0.3, "entropy": bad,
+                                                     "grad_norm": 0.2})
+        callback.on_train_end(args, state, None)
+    said = [r.getMessage() for r in caplog.records if "NaN" in r.getMessage()]
+    assert len(said) == 3 and all("at step 3" in line for line in said), said  # once per metric, where it began
+    problems = json.loads((tmp_path / "findings.json").read_text())["runs"][0]["problems"]
+    assert "reward/mean is NaN or infinite at 4 step(s) (the first: 3)" in problems, problems
+    assert "entropy/mean is NaN or infinite at 4 step(s)" in (tmp_path / "findings.md").read_text()
+    assert "non-finite gradient norms or losses" in (tmp_path / "findings.md").read_text()  # the NaN loss
+
+
+class _RunsCode:  # what a hostile grposcope_state.pt pickles: unpickling it would create the file
+    def __init__(self, target: str) -> None:
+        self.target = target
+
+    def __reduce__(self):
+        return (open, (self.target, "w"))
+
+
+def test_a_hostile_grposcope_state_of_a_trl_checkpoint_is_named_damaged_and_nothing_runs(tmp_path, monkeypatch):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("trl")
+    import transformers
+    from conftest import make_tiny_llama, make_tiny_tokenizer
+    from test_integration_trl import settings
+
+    from grposcope.errors import CheckpointError
+    from grposcope.integrations.trl import STATE_FILE, GRPOConfig, GRPOTrainer
+
+    checkpoint = tmp_path / "checkpoint-2"
+    checkpoint.mkdir()
+    torch.save({"estimator": _RunsCode(str(tmp_path / "PWNED"))}, checkpoint / STATE_FILE)
+    trainer = GRPOTrainer(model=make_tiny_llama(), reward_funcs=lambda completions, **_: [0.0] * len(completions),
+                          args=GRPOConfig(**settings(tmp_path)), train_dataset=[{"prompt": "1 + 1 ="}] * 8,
+                          processing_class=make_tiny_tokenizer())
+    monkeypatch.setattr(transformers.Trainer, "_load_optimizer_and_scheduler", lambda self, checkpoint: None)
+    with pytest.raises(CheckpointError) as caught:
+        trainer._load_optimizer_and_scheduler(str(checkpoint))
+    said = str(caught.value)
+    assert "grposcope_state.pt is damaged or not to be trusted" in said and "nothing in it was run" in said, said
+    assert "weights_only=False" not in said and not (tmp_path / "PWNED").exists()
+    (checkpoint / STATE_FILE).write_bytes(b"PK\x03\x04 cut short")  # a truncated file: damaged, in one line
+    with pytest.raises(CheckpointError, match="grposcope_state.pt is damaged: torch cannot read it"):
+        trainer._load_optimizer_and_scheduler(str(checkpoint))

@@ -26,6 +26,10 @@ class NonFiniteError(UserError, FloatingPointError):
     """The updates kept turning NaN or inf (too high a learning rate, huge rewards)."""
 
 
+class CheckpointError(UserError, ValueError):
+    """A checkpoint (or a file in one) that cannot be resumed from; the message says why and what to do."""
+
+
 class DiskFullError(UserError, OSError):
     """The disk had (or would have had) no room for a checkpoint or the final model. Nothing partial was kept:
     the message names the disk, the space needed and free, the fix, and how to continue the run."""

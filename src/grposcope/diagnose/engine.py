@@ -131,7 +131,8 @@ class Diagnosis:
         return {"run": self.run.name, "source": self.run.source, "read": self.run.found,
                 "logged_steps": len(self.run.steps), "worst": self.worst(),
                 "findings": [f.to_json() for f in self.findings], "cost": self.cost.to_json(),
-                "cost_line": self.cost.line(), "unchecked": dict(self.unchecked)}
+                "cost_line": self.cost.line(), "unchecked": dict(self.unchecked),
+                "problems": list(self.run.problems)}
 
 
 SCHEMA = "grposcope.findings/1"

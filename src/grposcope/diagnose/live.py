@@ -52,6 +52,7 @@ class LiveDiagnosis:
         self.series: dict[str, list[float]] = {}
         self.ranks: dict[str, int] = {}  # name -> the catalogue rank of the spelling that set the last step's value
         self.unknown: dict[str, int] = {}  # keys the catalogue does not know -> values seen (kept under their key)
+        self.nonfinite: dict[str, list[int]] = {}  # name -> steps that logged NaN or +-inf (said once per name)
         self.reported: dict[str, str] = {}  # finding_key -> the severity last said
         self.added = 0
         self.last: Diagnosis | None = None  # the last diagnosis `check` made
@@ -82,14 +83,30 @@ class LiveDiagnosis:
             self.ranks[name] = rank
             column = self.series.setdefault(name, [math.nan] * len(self.steps))
             column[-1] = number
+            if not math.isfinite(number):
+                self._nonfinite(name, key, check)
         if check and self.added % self.every == 0:
             return self.check()
         return []
 
+    def _nonfinite(self, name: str, key: str, say: bool) -> None:
+        """A NaN or infinite value: kept as logged (the gradient detector judges a non-finite norm or loss), and
+        said once per metric, as `grposcope diagnose` says it of a log (a problem line)."""
+        where = self.nonfinite.setdefault(name, [])
+        if where and where[-1] == self.steps[-1]:
+            return
+        where.append(self.steps[-1])
+        if say and len(where) == 1:
+            logger.warning("grposcope diagnose at step %d: %s (logged as %s) is NaN or infinite; later steps that "
+                           "log it so are counted in findings.json and findings.md", self.steps[-1], name, key)
+
     def run(self) -> Run:
+        problems = [f"{name} is NaN or infinite at {len(where)} step(s) (the first: {where[0]})"
+                    for name, where in self.nonfinite.items()]
         return Run(self.name, self.output_dir or Path("."), "live", list(self.steps),
                    {k: list(v) for k, v in self.series.items()}, config=_config(self.options),
-                   unknown=dict(self.unknown))
+                   unknown=dict(self.unknown), problems=problems,
+                   nonfinite={k: list(v) for k, v in self.nonfinite.items()})
 
     def check(self, say: bool = True) -> list[Finding]:
         """Diagnoses the steps so far; says (and returns) the warning and critical findings not said before at
@@ -154,7 +171,7 @@ class LiveDiagnosis:
         """What it has accumulated and what it has said: plain lists and dicts (a checkpoint's torch.save, or JSON)."""
         return {"steps": list(self.steps), "series": {k: list(v) for k, v in self.series.items()},
                 "ranks": dict(self.ranks), "unknown": dict(self.unknown), "reported": dict(self.reported),
-                "added": self.added}
+                "added": self.added, "nonfinite": {k: list(v) for k, v in self.nonfinite.items()}}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         steps = [int(s) for s in state["steps"]]
@@ -164,6 +181,7 @@ class LiveDiagnosis:
         self.steps, self.series = steps, series
         self.ranks = {k: int(v) for k, v in state.get("ranks", {}).items()}
         self.unknown = {k: int(v) for k, v in state.get("unknown", {}).items()}
+        self.nonfinite = {k: [int(s) for s in v] for k, v in state.get("nonfinite", {}).items()}
         self.reported = dict(state["reported"])
         self.added = int(state.get("added", len(self.steps)))
 

@@ -64,7 +64,7 @@ from accelerate.utils import gather_object  # noqa: E402
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR  # noqa: E402
 
 from ..components.build import build  # noqa: E402
-from ..components.state import component_state, load_component_state  # noqa: E402
+from ..components.state import component_state, load_component_state, read_state_file  # noqa: E402
 from ..core.diagnostics import CollapseMonitor, alarm_window, collapse_metrics  # noqa: E402
 from ..core.losses import carries_signal  # noqa: E402
 from ..rewards.scorer import combine, none_frac  # noqa: E402
@@ -376,7 +376,8 @@ class GRPOTrainer(trl.GRPOTrainer):
             raise FileNotFoundError(f"{path} is missing: this checkpoint was not written by grposcope's TRL "
                                     "integration, so AVSPO's threshold, the sampler and the collapse history "
                                     "cannot resume; resume from a checkpoint of this trainer, or start afresh")
-        self.load_grposcope_state(torch.load(path, weights_only=True))
+        self.load_grposcope_state(read_state_file(
+            path, "Resume from another checkpoint of this run (resume_from_checkpoint=...), or start a new run."))
 
 
 def _wrap_step(optimizer: Any, guard: Any) -> None:

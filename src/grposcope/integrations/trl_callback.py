@@ -50,6 +50,7 @@ class DiagnoseCallback(TrainerCallback):
         self.live: LiveDiagnosis | None = None
         self.result = None  # the last Diagnosis, after training
         self._writer: Any = None  # a TensorBoard SummaryWriter, opened on the first finding
+        self._unwritable = False  # findings.md could not be written: said once, not at every finding
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         options = self.options or Options(
@@ -77,7 +78,8 @@ class DiagnoseCallback(TrainerCallback):
         try:
             self.result = self.live.finish()  # findings.json
         except OSError as err:  # an unwritable output_dir: said once; training's end (save_model) goes on
-            logger.warning("grposcope diagnose: findings.json not written (%s)", err)
+            if not self.live.unwritable:  # not said mid-run already
+                logger.warning("grposcope diagnose: findings.json not written (%s); training goes on", err)
             self.result = self.live.last
         if self.result is not None:
             self._publish(args, self.result, state.global_step)
@@ -91,7 +93,9 @@ class DiagnoseCallback(TrainerCallback):
         try:
             (Path(args.output_dir) / FINDINGS_MD).write_text(text, encoding="utf-8")
         except OSError as err:
-            logger.warning("grposcope diagnose: %s not written (%s)", FINDINGS_MD, err)
+            if not self._unwritable:
+                logger.warning("grposcope diagnose: %s not written (%s); training goes on", FINDINGS_MD, err)
+            self._unwritable = True
         report_to = getattr(args, "report_to", None) or []
         report_to = [report_to] if isinstance(report_to, str) else list(report_to)
         if "tensorboard" in report_to or "all" in report_to:

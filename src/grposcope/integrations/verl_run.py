@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from ..components.plugins import KWARGS, plugin_params, read_kwargs
+from ..components.state import read_state_file
 from ..core.advantages import ESTIMATORS, AdvantageEstimator
 from ..core.registry import dotted
 from ..sampling import SAMPLERS
@@ -295,7 +296,8 @@ def load_state(folder: str, quiet: bool = False) -> None:
     `quiet`: a run that uses no grposcope estimator or sampler) and everything starts from its initial state."""
     path = os.path.join(folder, STATE_FILE)
     if os.path.exists(path):
-        load_state_dict(torch.load(path, weights_only=True))
+        load_state_dict(read_state_file(path, "Resume verl from another checkpoint (trainer.resume_from_path), or "
+                                          "start a new run."))
         logger.info("grposcope: state loaded from %s", path)
     elif not quiet:
         logger.warning("grposcope: %s has no %s; the estimators and the sampler start from their initial state",

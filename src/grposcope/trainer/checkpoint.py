@@ -30,7 +30,8 @@ from typing import Any
 import torch
 
 from .. import manifest as mf
-from ..errors import UserError
+from ..components.state import read_state_file
+from ..errors import CheckpointError
 from ..logging.backends import METRICS_FILE
 from . import disk_space
 from .run_folder import (
@@ -46,10 +47,6 @@ from .run_folder import (
 )
 
 _TMP_PREFIX = ".tmp-"
-
-
-class CheckpointError(UserError, ValueError):
-    """A checkpoint that cannot be resumed from; the message says why and what to do."""
 
 
 # --- writing ---------------------------------------------------------------------------------------------
@@ -338,18 +335,7 @@ def _is_tied(model, name: str, loaded: dict[str, torch.Tensor]) -> bool:
 
 
 def _load_torch(path: Path) -> Any:
-    # weights_only: tensors, numbers, strings and containers only; a pickled object (code) is refused.
-    import pickle
-
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as err:
-        # torch's own message advises weights_only=False, i.e. running the file: not passed on
-        first = str(err).splitlines()[0] if str(err) else ""
-        raise CheckpointError(
-            f"{path} holds pickled Python objects besides tensors ({first[:120]}); it was not written by "
-            "grposcope and nothing in it was run. Resume from another checkpoint, or start a new run."
-        ) from None
+    return read_state_file(path, "Resume from another checkpoint, or start a new run.")
 
 
 # The components' state (AVSPO's threshold, the sampler's, the monitor's): grposcope.components.state
