@@ -104,7 +104,7 @@ def test_bad_options_are_named():
         make("greso", greso_p_easy=1.5)
     with pytest.raises(ValueError, match="greso_target_zero_variance and greso_p_step must be in"):
         make("greso", greso_target_zero_variance=0.0)
-    with pytest.raises(ValueError, match="greso_max_candidates must be >= 1"):
+    with pytest.raises(ValueError, match=r"greso_max_candidates must be in \[1, 100\]"):
         make("greso", greso_max_candidates=0.5)
 
 

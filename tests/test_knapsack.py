@@ -58,5 +58,5 @@ def test_state_round_trips_and_bad_options_are_named():
     second.load_state_dict(first.state_dict())
     assert second.last == first.last and torch.equal(second.seen, first.seen)
     assert torch.equal(second.estimates([0, 1, 2, 3, 9], 4), first.estimates([0, 1, 2, 3, 9], 4))
-    with pytest.raises(ValueError, match="knapsack_max_groups must be an int >= 1"):
+    with pytest.raises(ValueError, match=r"knapsack_max_groups must be an int in \[1, 1024\]"):
         make("knapsack", knapsack_max_groups=0)

@@ -145,8 +145,10 @@ CASES: dict[str, tuple[dict, str]] = {
     "greso_target_zero_variance": ({"greso_target_zero_variance": 1.0},
                                    r"greso_target_zero_variance and greso_p_step must be in \(0, 1\)"),
     "greso_p_step": ({"greso_p_step": 0.0}, r"greso_target_zero_variance and greso_p_step must be in"),
-    "greso_max_candidates": ({"greso_max_candidates": 0.5}, r"greso_max_candidates must be >= 1"),
-    "knapsack_max_groups": ({"knapsack_max_groups": 0}, r"knapsack_max_groups must be an int >= 1"),
+    "greso_max_candidates": ({"greso_max_candidates": 0.5}, r"greso_max_candidates must be in \[1, 100\] "
+                             r"\(prompts the filter may look at per batch.*got 0.5"),
+    "knapsack_max_groups": ({"knapsack_max_groups": 0}, r"knapsack_max_groups must be an int in \[1, 1024\] "
+                            r"\(the most groups of G one prompt may get in a step.*got 0"),
     "exit_rule": ({"exit_rule": "first"}, r"unknown exit_rule 'first'"),
     "round_size": ({"round_size": 0}, r"round_size must be an int >= 1"),
     "max_rounds": ({"max_rounds": 0}, r"max_rounds must be an int >= 1"),
@@ -183,6 +185,7 @@ def test_a_bad_value_of_each_option_is_refused_naming_it(option):
     {"steps_per_generation": 2, "gradient_accumulation_steps": 2}, {"top_k": 0}, {"beta": 0.0},
     {"virtual_sample_strategy": "fixed", "virtual_reward_partial": 0.5}, {"virtual_reward_partial": 2.0},
     {"reward_weights": [1.0, -0.5], "reward_funcs": ["accuracy_reward", "format_reward"]},
+    {"greso_max_candidates": 100.0}, {"greso_max_candidates": 1.0}, {"knapsack_max_groups": 1024},
 ], ids=lambda options: ",".join(f"{k}={v}" for k, v in options.items())[:60] or "defaults")
 def test_valid_values_at_the_edges_and_the_presets_are_accepted(options):
     GRPOConfig(**options)

@@ -25,13 +25,27 @@ def read_utf8(path: str | os.PathLike[str]) -> str:
         ) from None
 
 
-def check_writable(path: str | os.PathLike[str], what: str, folder: bool = False) -> None:
+def check_output_file(path: str | os.PathLike[str], what: str, overwrite: bool, name: str) -> None:
+    """Raises before any work when the output file `path` (named by the option `what`) could not be written
+    later, or would replace a file without `overwrite`. A folder is said to be one, with a file in it to name
+    (`name`, e.g. the option's default): --overwrite could not replace a folder with a file."""
+    check_writable(path, what, name=name)
+    if os.path.exists(path) and not overwrite:
+        raise FileExistsError(f"{what} {os.fspath(path)} already exists; pass --overwrite to replace it, or choose "
+                              f"another {what}")
+
+
+def check_writable(path: str | os.PathLike[str], what: str, folder: bool = False, name: str | None = None) -> None:
     """Raises before any work when `path` (a file, or with `folder` a folder) could not be written later:
     its nearest existing ancestor must be a folder where a file can be created (tried, then removed), and an
-    existing `path` must be of the right kind."""
+    existing `path` must be of the right kind. A folder given for a file is said to be one; `name`: the file
+    in it to suggest."""
     target = os.path.abspath(os.fspath(path))
     if os.path.exists(target):
         kind_ok = os.path.isdir(target) if folder else os.path.isfile(target)
+        if not kind_ok and not folder and os.path.isdir(target):
+            example = f", e.g. {what} {os.path.join(os.fspath(path), name)}" if name else ""
+            raise IsADirectoryError(f"{what} {os.fspath(path)} is a folder; name a file in it{example}")
         if not kind_ok:
             wanted = "a folder" if folder else "a file"
             raise ValueError(f"{what} {os.fspath(path)} exists and is not {wanted}; choose another {what}")

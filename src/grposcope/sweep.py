@@ -155,6 +155,10 @@ def tidy(folder: Path) -> None:
 def sim_config(point: Point, base: dict[str, Any]) -> Any:
     from .sim import SimConfig
 
+    if point.level == "default":  # --levels' default names the train backend's dataset: no simulator level
+        raise ValueError("with --backend simulate a level is the mean base logit difficulty_mean, and --levels "
+                         "defaults to 'default', which names the train backend's dataset and no difficulty_mean: "
+                         "give the simulator's levels, e.g. --levels=-2,0,1 (finite numbers: -2 hard, 1 easy)")
     try:
         level = float(point.level)
     except ValueError:

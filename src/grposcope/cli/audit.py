@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 import typer
 
-from ..files import check_writable, write_text_atomic
+from ..files import check_output_file, write_text_atomic
 from ..terminal import terminal_safe
 from .app import USER_ERRORS, _console_logging, app, fail, wide_console
 
@@ -96,13 +96,7 @@ def _checked_input(file: Path, verifiers: str, threshold: float, examples: int, 
         raise ValueError(f"--timeout_s must be > 0 and finite, got {timeout_s}; the default is {VERIFY_TIMEOUT_S}")
     names = verifier_names(verifiers)
     if json_out is not None:
-        if json_out.is_dir():  # --overwrite could not replace it: a file is written there
-            raise IsADirectoryError(f"--json {json_out} is a folder; name a file in it, e.g. --json "
-                                    f"{json_out / 'audit.json'}")
-        if json_out.exists() and not overwrite:
-            raise FileExistsError(f"{json_out} already exists; pass --overwrite to replace it, or choose "
-                                  "another --json file")
-        check_writable(json_out, "--json")
+        check_output_file(json_out, "--json", overwrite, "audit.json")
     return names, read_audit_pairs(file, answer_column, steps)
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, List, Optional
 
 import typer
 
+from ..runs.file_kinds import unreadable
 from ..terminal import terminal_safe
 from .app import USER_ERRORS, _console_logging, app, fail, wide_console
 from .report import expand_runs, readable, run_names
@@ -19,7 +21,7 @@ def diagnose_command(
                                       "TRL output or checkpoint folder or its trainer_state.json, a TensorBoard "
                                       "event folder, a W&B offline run folder or history export, a verl "
                                       "file-logger .jsonl or rollout dump, a JSONL or CSV of step metrics; or "
-                                      "a folder of runs."),
+                                      "a folder of runs.", readable=False),  # unreadable: the readers name it
     output_format: str = typer.Option("text", "--format", help="text, md, json or html (the JSON: "
                                       "docs/diagnose.md, 'JSON')."),
     output: str = typer.Option("-", "--output", "-o", help="Where the diagnosis goes: a file, or - for stdout."),
@@ -99,7 +101,7 @@ def diagnose_command(
         from ..runs import ReadOptions, load_runs
 
         read = ReadOptions(step_key=step_key, mapping=parse_maps(maps or []), pattern=pattern)
-        unique = list({Path(r).resolve(): r for r in reversed(runs)}.values())[::-1]  # the first of each, in order
+        unique = list({os.path.realpath(r): r for r in reversed(runs)}.values())[::-1]  # the first of each, in order
         if len(unique) < len(runs):
             typer.secho(f"note: {len(runs) - len(unique)} run(s) given twice: each is diagnosed once", err=True)
         paths, _ = readable(unique, expand_runs)
@@ -114,7 +116,7 @@ def diagnose_command(
         if output != "-":
             _write(output, "--output", render(diagnoses, output_format, verbose))
     except USER_ERRORS as err:
-        raise fail(err) from None
+        raise fail(unreadable(err)) from None
     if json_path == "-":
         typer.echo(render(diagnoses, "json", verbose), nl=False)
     if output == "-":
@@ -193,8 +195,8 @@ def check_target(flag: str, target: str | None, inputs: list[Path] | None, overw
         return
     from ..files import check_writable
 
-    path = Path(target)
-    if any(path.resolve() == Path(given).resolve() or Path(given).resolve() in path.resolve().parents
+    path, real = Path(target), Path(os.path.realpath(target))  # not resolve(): it raises on a link loop
+    if any(real == (given_real := Path(os.path.realpath(given))) or given_real in real.parents
            for given in inputs or []):
         raise ValueError(f"{flag} {target} is one of the runs given (or inside one): diagnosing a run does not "
                          "write into it; choose another file")

@@ -9,7 +9,7 @@ from typing import Any, Optional
 import typer
 
 from ..eval_settings import MAX_PROMPT_LENGTH, EvalSettings
-from ..files import check_writable, write_text_atomic, write_text_new
+from ..files import check_output_file, write_text_atomic, write_text_new
 from .app import USER_ERRORS, _console_logging, app, fail
 
 _DEFAULT = EvalSettings()  # the defaults of the options below
@@ -69,6 +69,7 @@ def _run_eval(o: dict[str, Any]) -> tuple[Any, Path]:
     from ..evaluation import EvalSettings, evaluate_model, load_eval_examples
     from ..models import load_model
     from ..rewards import get_reward
+    from ..trainer.memory import check_eval_memory
 
     settings = EvalSettings(
         max_completion_length=o["max_completion_length"], num_samples=o["num_samples"],
@@ -81,12 +82,9 @@ def _run_eval(o: dict[str, Any]) -> tuple[Any, Path]:
                             ("eval_size", 0, "held-out examples")):
         if o[name] is not None and o[name] < low:
             raise ValueError(f"--{name} must be >= {low} ({what}), got {o[name]}; leave it out for the default")
-    path = o["output"] or Path(_default_output_name(o["model"], o["dataset"]))
-    if path.exists() and not o["overwrite"]:
-        raise FileExistsError(
-            f"{path} already exists; pass --overwrite to replace it, or choose another --output"
-        )
-    check_writable(path, "--output")
+    default_name = _default_output_name(o["model"], o["dataset"])
+    path = o["output"] or Path(default_name)
+    check_output_file(path, "--output", o["overwrite"], default_name)
     o["split"] = o["split"] or _split_for(o)
     examples, task_rewards = load_eval_examples(
         o["dataset"], o["split"], seed=o["seed"], dataset_size=o["dataset_size"], eval_size=o["eval_size"],
@@ -101,6 +99,9 @@ def _run_eval(o: dict[str, Any]) -> tuple[Any, Path]:
             f"{o['dataset']!r} recommends no reward function; pass one, e.g. --reward_funcs accuracy_reward"
         )
     _check_checkpoint(Path(o["model"]))
+    check_eval_memory(o["model"], examples, batch=settings.batch_size, samples=settings.num_samples,
+                      max_prompt_length=o["max_prompt_length"] or None,
+                      completion_tokens=settings.max_completion_length, fix="--num_samples or --batch_size")
     model, tokenizer = load_model(o["model"], trust_remote_code=o["trust_remote_code"])
     with _eval_progress() as bar:
         task = bar.add_task("eval", total=len(examples))
@@ -152,7 +153,7 @@ def _check_checkpoint(folder: Path) -> None:
     without a word."""
     import warnings
 
-    from ..trainer.run_folder import MANIFEST, latest_checkpoint, verify
+    from ..trainer.run_folder import MANIFEST, latest_checkpoint, repair, verify
 
     if not (folder / MANIFEST).is_file():
         return  # not written by grposcope (a Hugging Face folder): nothing to check against
@@ -161,8 +162,12 @@ def _check_checkpoint(folder: Path) -> None:
         with warnings.catch_warnings():  # the folders it passes over are not this command's concern
             warnings.simplefilter("ignore")
             newest = latest_checkpoint(folder.parent)
-        other = f"; the newest good checkpoint beside it is {newest}" if newest not in (None, folder) else ""
-        raise ValueError(f"{folder} is damaged: {problem}{other}")
+        final = folder.parent / "model"  # the run's final model, when a checkpoint beside it is the damaged one
+        final_ok = final != folder and (final / MANIFEST).is_file() and verify(final, resumable=False) is None
+        other = f"the newest good checkpoint beside it is {newest}" if newest not in (None, folder) else \
+            f"{repair(folder)} if you have it, or evaluate another model" + (
+                f", e.g. the run's final model {final}" if final_ok else "")
+        raise ValueError(f"{folder} is damaged: {problem}; {other}")
 
 
 def _default_output_name(model: str, dataset: str) -> str:

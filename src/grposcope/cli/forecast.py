@@ -10,7 +10,7 @@ from typing import Any, Optional
 import typer
 
 from ..eval_settings import MAX_SEED
-from ..files import check_writable
+from ..files import check_output_file
 from ..logging.jsonl import json_safe
 from ..reports.forecast import ALL, RULE, STAGNATION_ACR
 from ..reports.forecast_plot import plot_forecast
@@ -121,12 +121,9 @@ def _forecast_input(o: dict[str, Any]) -> tuple[str, list[tuple[int, int]], list
         raise ValueError(f"--success_threshold must be a finite number (a reward), got {o['success_threshold']}")
     if min(o["sizes"]) > o["budget"]:
         raise ValueError(f"--budget {o['budget']} is smaller than every group size; a step needs at least G samples")
-    for path, flag in ((o["json_out"], "--json"), (o["plot"], "--plot")):
+    for path, flag, name in ((o["json_out"], "--json", "forecast.json"), (o["plot"], "--plot", "forecast.png")):
         if path is not None:
-            if path.exists() and not o["overwrite"]:
-                raise FileExistsError(f"{path} already exists; pass --overwrite to replace it, or choose another "
-                                      f"{flag}")
-            check_writable(path, flag)
+            check_output_file(path, flag, o["overwrite"], name)
     if o["plot"] is not None:
         pyplot("--plot")  # a missing matplotlib fails now
     if o["from_run"] is not None:

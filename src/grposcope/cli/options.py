@@ -22,6 +22,8 @@ class ConfigFileError(ValueError):
 def read_yaml(path: Path) -> dict[str, Any]:
     import yaml
 
+    if path.is_dir():
+        raise IsADirectoryError(_config_folder(path))
     if not path.is_file():
         raise FileNotFoundError(f"config file {path} does not exist")
     try:
@@ -41,6 +43,18 @@ def read_yaml(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ValueError(f"{path} must hold a mapping of GRPOConfig options, got {type(data).__name__}")
     return data
+
+
+def _config_folder(path: Path) -> str:
+    """The error for a --config that is a folder (a run's output folder, the folder the configs are in): a
+    YAML file in it to name instead."""
+    try:
+        yamls = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+    except OSError:  # an unreadable folder: no file of it to suggest
+        yamls = []
+    fix = f"name a YAML file in it, e.g. --config {yamls[0]}" if yamls else \
+        "it holds no .yaml file: give the path of a YAML file of options (one `option: value` per line)"
+    return f"--config {path} is a folder, not a YAML file; {fix}"
 
 
 def _config_loader() -> type:

@@ -123,8 +123,8 @@ def _plan_probe(o: dict[str, Any]) -> dict[str, Any]:
                 "max_completion_length": o["max_completion_length"], "max_prompt_length": o["max_prompt_length"],
                 "reward_funcs": [getattr(f, "__name__", str(f)) for f in funcs],
                 "success_threshold": o["success_threshold"]}
+    check_writable(o["out"], "--output", name="probe.jsonl")  # first: a folder is no probe file to continue
     done = _resumable(o["out"], settings, examples, o["overwrite"])
-    check_writable(o["out"], "--output")
     return {"examples": examples, "funcs": funcs, "settings": settings, "done": len(done), "prior": done}
 
 

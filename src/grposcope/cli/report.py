@@ -10,7 +10,8 @@ from typing import Any, List, Optional
 import typer
 
 from ..files import check_writable
-from ..runs.file_kinds import unreadable
+from ..runs.file_content import check_text
+from ..runs.file_kinds import GIVEN_FIX, not_a_file, unreadable
 from ..terminal import terminal_safe
 from .app import USER_ERRORS, _console_logging, app, fail, wide_console
 
@@ -23,7 +24,8 @@ def report_command(
                                       "(metrics.jsonl), a TRL output folder (trainer_state.json, also in a "
                                       "checkpoint-* folder, and completions/*.parquet with log_completions=True), a "
                                       "verl rollout dump folder (trainer.rollout_data_dir) or a verl file-logger "
-                                      ".jsonl; or a folder of runs such as a sweep's."),
+                                      ".jsonl; or a folder of runs such as a sweep's.",
+                                      readable=False),  # an unreadable run: the readers name it, with the fix
     out: Path = typer.Option(Path("report"), "--output", "-o", help="Folder for the PNGs, steps.csv, report.md and "
                              "report.html."),
     regress: bool = typer.Option(False, "--regress", help="Also fit final held-out accuracy against acr_100 "
@@ -112,8 +114,8 @@ def expand_runs(paths: list[Path]) -> list[Path]:
     """The runs named: a run folder as is; a folder of run folders (a sweep) as its runs, sorted."""
     found: list[Path] = []
     for path in paths:
-        if not path.exists():
-            raise FileNotFoundError(f"{path} does not exist; give a run's output folder")
+        if not path.exists():  # a link to nothing, or a link loop (pathlib's resolve raises on one), is named so
+            raise FileNotFoundError(not_a_file(path, GIVEN_FIX) or f"{path} does not exist; give a run's output folder")
         if is_run(path):
             found.append(path)
             continue
@@ -121,6 +123,8 @@ def expand_runs(paths: list[Path]) -> list[Path]:
         if not inner:
             from ..runs.formats import described
 
+            if path.is_file():
+                check_text(path)  # empty, UTF-16, binary: said as such, not as the list of formats
             raise FileNotFoundError(f"{path} is not a run: it holds no log grposcope reads, and no folder of one. "
                                     f"It reads: {described()}")
         found += inner

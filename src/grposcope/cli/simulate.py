@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 import typer
 
-from ..files import atomic_output, check_writable, write_text_atomic
+from ..files import atomic_output, check_output_file, write_text_atomic
 from ..sim.memory import check_memory
 from .app import USER_ERRORS, _console_logging, app, fail, wide_console
 
@@ -67,12 +67,9 @@ def simulate_command(
     try:
         configs = _sim_configs(options)
         check_memory(*configs)  # every run fits in this machine's memory, before the first one starts
-        for path, flag in ((output, "--output"), (plot, "--plot")):
-            if path is not None and path.exists() and not overwrite:
-                raise FileExistsError(f"{path} already exists; pass --overwrite to replace it, or choose "
-                                      "another file")
+        for path, flag, name in ((output, "--output", "simulation.json"), (plot, "--plot", "simulation.png")):
             if path is not None:
-                check_writable(path, flag)  # now, not after the runs
+                check_output_file(path, flag, overwrite, name)  # now, not after the runs
         if plot is not None:
             _pyplot()  # a missing matplotlib fails now, not after the runs
         from ..sim import simulate

@@ -25,6 +25,8 @@ def read_math_jsonl(
 ) -> list[dict[str, Any]]:
     """Reads a MATH-500-style file into examples; errors name the file, the line and the fix."""
     path = os.fspath(path)
+    if os.path.isdir(path):
+        raise IsADirectoryError(folder_given(path))
     if not os.path.isfile(path):
         raise FileNotFoundError(
             f"no such file: {path!r}; give the path of a .jsonl file (one JSON object per line)"
@@ -39,6 +41,19 @@ def read_math_jsonl(
             f"{path} holds no examples; write one JSON object per line with 'problem' and 'answer'"
         )
     return examples
+
+
+def folder_given(path: str) -> str:
+    """The error for a dataset that is a folder (where the data files are, a saved dataset): a .jsonl file in
+    it to give instead, or what to give when it holds none."""
+    try:
+        found = sorted(name for name in os.listdir(path)
+                       if name.endswith(".jsonl") and os.path.isfile(os.path.join(path, name)))
+    except OSError:  # an unreadable folder: no file of it to suggest
+        found = []
+    fix = f"give a .jsonl file in it, e.g. {os.path.join(path, found[0])}" if found else \
+        "it holds no .jsonl file: give a .jsonl file (one JSON object per line) or a task such as arithmetic:easy"
+    return f"{path} is a folder, not a task name or a .jsonl file; {fix}"
 
 
 def _parse_line(line: str, path: str, line_number: int) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from ..core.registry import Registry
 from ..errors import InputTypeError
 from .arithmetic import build_arithmetic
 from .gym import build_reasoning_gym
-from .jsonl import read_math_jsonl
+from .jsonl import folder_given, read_math_jsonl
 from .split import resolve_eval_size, split_examples
 from .validation import validate_examples
 
@@ -90,6 +90,8 @@ def check_task_spec(spec: str) -> None:
     try:
         TASKS.get(spec.partition(":")[0])
     except ValueError as err:
+        if os.path.isdir(spec):  # a name without a slash that is a folder here: said as one
+            raise ValueError(folder_given(spec)) from None
         # "known: arithmetic, rg" alone does not say that rg needs a dataset name after a colon
         raise ValueError(
             f"{err} (written '<task>' or '<task>:<variant>', e.g. 'arithmetic:easy' or 'rg:leg_counting'); "

@@ -300,7 +300,27 @@ def load_local_tokenizer(path: str | Path, *, trust_remote_code: bool = False) -
     try:
         return AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code, local_files_only=True)
     except Exception as err:  # noqa: BLE001 (a damaged file gives KeyError, tokenizers' bare Exception, ...)
+        custom = None if trust_remote_code else _tokenizer_code(Path(path))
+        if custom is not None:  # transformers' refusal is a paragraph naming neither grposcope's option nor the risk
+            raise ValueError(
+                f"{path} asks to run its own Python code to load its tokenizer (tokenizer_config.json auto_map -> "
+                f"{custom}), and grposcope runs no code from a model folder unless trust_remote_code is set: pass "
+                "--trust_remote_code (GRPOConfig: trust_remote_code=True) only if you have read that code and trust "
+                "it") from None
         raise ValueError(_tokenizer_problem(Path(path), err)) from err
+
+
+def _tokenizer_code(path: Path) -> str | None:
+    """The Python files tokenizer_config.json's auto_map asks to run for AutoTokenizer, or None when it asks
+    for none."""
+    try:
+        config = json.loads((path / "tokenizer_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    auto_map = config.get("auto_map") if isinstance(config, dict) else None
+    refs = auto_map.get("AutoTokenizer") if isinstance(auto_map, dict) else None
+    refs = [ref for ref in (refs if isinstance(refs, list) else [refs]) if isinstance(ref, str) and ref]
+    return ", ".join(sorted({ref.split("--")[-1].split(".")[0] + ".py" for ref in refs})) or None
 
 
 def _tokenizer_problem(path: Path, err: Exception) -> str:

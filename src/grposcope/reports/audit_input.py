@@ -71,7 +71,7 @@ def read_audit_pairs(path: str | Path, answer_column: str | None = None, steps: 
     is_log = "rewards" in records[0][1] and "step" in records[0][1]
     if is_log and not any("answer" in record for _, record in records):
         raise _predates_answers(path)
-    pairs = []
+    pairs, structured = [], _Structured(path)
     for number, record in records:
         if "completion" not in record:
             raise ValueError(f"{path}: line {number} has no 'completion' key; each line needs a completion and "
@@ -82,14 +82,65 @@ def read_audit_pairs(path: str | Path, answer_column: str | None = None, steps: 
         if not is_log and "answer" not in record and "solution" not in record:
             raise ValueError(f"{path}: line {number} has neither 'answer' nor 'solution'; give the reference "
                              "answer of each completion")
-        answer, solution = record.get("answer"), record.get("solution")
+        answer, solution = structured.answer(record.get("answer"), number), record.get("solution")
+        if answer is _LEFT_OUT:
+            continue
         group = (record.get("step"), json.dumps(record["prompt"], sort_keys=True)) if "prompt" in record else None
         pairs.append(AuditPair(completion_text(record["completion"]), reference_answer(answer, solution),
                                gold_latex(answer, solution), group, number))
+    if not pairs:  # each was left out
+        raise ValueError(f"{path}: every 'answer' is a JSON array or object that holds no single answer; give each "
+                         'answer as one string or number (e.g. "3" or "(1, 2)")')
+    structured.say()
     if all(pair.answer is None and pair.gold is None for pair in pairs):
         raise ValueError(f"{path}: no line has a reference answer (every 'answer' is empty or null); there is "
                          "nothing to check the completions against")
     return pairs
+
+
+_LEFT_OUT = object()  # an answer that is a JSON array or object holding no single answer
+
+
+class _Structured:
+    """Answers that are JSON arrays or objects, which str() would make text no completion matches ("[3]"): a
+    one-element array of a string or number is read as that element; any other is left out of the audit.
+    Both are said in one warning line, naming the lines of a JSONL file (`lines`)."""
+
+    def __init__(self, where: Path | str, lines: bool = True) -> None:
+        self.where, self.lines = where, lines
+        self.unwrapped: list[int] = []
+        self.left_out: list[int] = []
+
+    def answer(self, value: object, line: int) -> object:
+        if isinstance(value, list) and len(value) == 1 and isinstance(value[0], (str, int, float)) \
+                and not isinstance(value[0], bool):
+            self.unwrapped.append(line)
+            return value[0]
+        if isinstance(value, (list, dict)):
+            self.left_out.append(line)
+            return _LEFT_OUT
+        return value
+
+    def say(self) -> None:
+        parts = []
+        if self.unwrapped:
+            parts.append(f"{self._count(self.unwrapped)} a one-element JSON array, read as its element"
+                         + self._where(self.unwrapped))
+        if self.left_out:
+            parts.append(f"{self._count(self.left_out)} a JSON array or object that holds no single answer, left "
+                         f"out of the audit{self._where(self.left_out)}: give each answer as one string or number")
+        if parts:
+            warnings.warn(f"{self.where}: " + "; ".join(parts), RuntimeWarning, stacklevel=3)
+
+    @staticmethod
+    def _count(numbers: list[int]) -> str:
+        return "1 answer is" if len(numbers) == 1 else f"{len(numbers)} answers are"
+
+    def _where(self, numbers: list[int], shown: int = 5) -> str:
+        if not self.lines:
+            return ""
+        more = f" and {len(numbers) - shown} more" if len(numbers) > shown else ""
+        return f" ({'line' if len(numbers) == 1 else 'lines'} {', '.join(map(str, numbers[:shown]))}{more})"
 
 
 def _last_steps_of(records: list[tuple[int, dict]], steps: int, path: Path) -> list[tuple[int, dict]]:
@@ -131,17 +182,25 @@ def _stock_pairs(folder: Path, answer_column: str | None, steps: int | None) -> 
         raise FileNotFoundError(f"{folder} is a folder without TRL's completions/completions_*.parquet or verl's "
                                 "{step}.jsonl rollout files; pass a completions.jsonl, a JSONL of pairs, or such "
                                 "a folder")
-    pairs, without = [], 0
+    pairs, without, structured = [], 0, _Structured(where, lines=False)  # a line of which file: not said
     for row in rows:
-        answer = reference_answer(row.answer, None)
+        given = structured.answer(row.answer, row.line)
+        if given is _LEFT_OUT:
+            continue
+        answer = reference_answer(given, None)
         if answer is None:
             without += 1
             continue
-        pairs.append(AuditPair(completion_text(row.completion), answer, gold_latex(row.answer, None),
+        pairs.append(AuditPair(completion_text(row.completion), answer, gold_latex(given, None),
                                (row.step, row.prompt), row.line))
+    if not pairs and structured.left_out:
+        raise ValueError(f"{folder}: no rollout has one reference answer in {where} ("
+                         f"{plural(len(structured.left_out), 'rollout')} with a JSON array or object that holds no "
+                         "single answer); give each answer as one string or number")
     if not pairs:
         raise ValueError(f"{folder}: no rollout has a reference answer in {where} ({plural(without, 'rollout')} "
                          "read, none with one); there is nothing to check the completions against")
+    structured.say()
     if without:
         warnings.warn(f"{plural(without, 'rollout')} without a reference answer in {where}: left out (a group "
                       "missing some of them counts as cut short)", RuntimeWarning, stacklevel=3)

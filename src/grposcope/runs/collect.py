@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from array import array
 from collections import Counter
 from itertools import islice
@@ -49,9 +50,14 @@ def step_column(keys: Iterator[str] | list[str], given: str | None = None) -> st
     return ranked[0][1] if ranked else None
 
 
+def shown_columns(keys: list[str]) -> str:
+    """A table's columns for an error line: the first 20, and how many in all."""
+    return ", ".join(keys[:20]) + (f", ... ({len(keys)} in all)" if len(keys) > 20 else "")
+
+
 def no_step_column(path: Path, keys: list[str], given: str | None) -> ValueError:
     """The error of a table without a step column: the columns it saw, and `--step_key`."""
-    seen = ", ".join(keys[:20]) + (f", ... ({len(keys)} in all)" if len(keys) > 20 else "")
+    seen = shown_columns(keys)
     if given is not None:
         return ValueError(f"{path} has no column {given!r} (--step_key); its columns: {seen}")
     return ValueError(f"{path} has no step column (none of {', '.join(STEP_KEYS[:8])}, ...); its columns: {seen}. "
@@ -148,11 +154,12 @@ class Collector:
         column[row] = number
 
     def _not_a_number(self, name: str, step: int, value: Any) -> None:
-        if isinstance(value, (dict, list)):
+        if value is None:
+            return
+        if isinstance(value, (dict, list)):  # a column of them alone is a histogram or a table: one note
             self.not_scalars.add(name)
-        elif value is not None:
-            seen = self.not_numbers.setdefault(name, [0, step, value])
-            seen[0] += 1
+        seen = self.not_numbers.setdefault(name, [0, step, value])  # among numbers: a problem line, as text's
+        seen[0] += 1
 
     def absorb(self, other: Collector) -> None:
         """`other`'s steps into this one (the files of one run, `other` the later): its values win."""
@@ -192,10 +199,11 @@ class Collector:
         # a NaN logged as NaN, unlike the gaps of `series` (recorded as each value was read)
         nonfinite = {n: sorted(where) for n, where in self.nonfinite.items()}
         notes = []
-        if self.not_scalars:
-            notes.append(f"{self.path}: {len(self.not_scalars)} key(s) hold histograms, tables or media, not numbers "
-                         f"(not read): {', '.join(sorted(self.not_scalars)[:5])}")
-        metadata = sorted({n for n in self.not_numbers if n not in series}
+        not_scalars = sorted(n for n in self.not_scalars if n not in series)
+        if not_scalars:
+            notes.append(f"{self.path}: {len(not_scalars)} key(s) hold histograms, tables or media, not numbers "
+                         f"(not read): {', '.join(not_scalars[:5])}")
+        metadata = sorted({n for n in self.not_numbers if n not in series and n not in self.not_scalars}
                           | {n for n in self.flags if n not in series})
         if metadata:
             notes.append(f"{self.path}: {len(metadata)} column(s) hold text or true/false, read as metadata, not "
@@ -272,9 +280,16 @@ def jsonl_records(path: Path, problems: list[str]) -> Iterator[dict[str, Any]]:
         problems.append(f"{path}: {len(bad)} line(s) are not JSON objects (the first: line {bad[0]}); skipped")
 
 
+DECIMAL_COMMA = re.compile(r"[-+]?[0-9]*,[0-9]+(?:[eE][-+]?[0-9]+)?")  # 0,5 and -1,5e-3: a `;` CSV's numbers
+
+
 def csv_records(path: Path, delimiter: str = ",") -> Iterator[dict[str, Any]]:
-    with path.open(newline="", encoding="utf-8", errors="replace") as handle:
+    """A CSV's rows as dicts, empty cells left out; a UTF-8 byte-order mark skipped. In a `;`-separated CSV (a
+    European locale's) a decimal comma is read as a point."""
+    comma = delimiter == ";"
+    with path.open(newline="", encoding="utf-8-sig", errors="replace") as handle:
         for row in csv.DictReader(handle, delimiter=delimiter):
-            yield {k: v for k, v in row.items() if k is not None and v not in ("", None)}
+            yield {k: v.replace(",", ".") if comma and DECIMAL_COMMA.fullmatch(v) else v for k, v in row.items()
+                   if k is not None and v not in ("", None)}
 
 

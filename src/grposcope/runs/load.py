@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .file_kinds import check_file
+from .file_content import check_text
+from .file_kinds import check_file, check_folder
 from .record import Run
 
 
@@ -37,6 +38,8 @@ def run_kind(path: Path) -> str | None:
 
     if not path.is_dir():  # a FIFO, a socket or a link loop given itself: named, never opened
         check_file(path)
+    else:
+        check_folder(path)  # one this user may not list or enter: named with the fix
     found = claiming(path)
     return found.name if found is not None else None
 
@@ -52,8 +55,12 @@ def load_run(path: str | Path, name: str | None = None, options: ReadOptions = R
     label = name or (path.parent.name if path.is_file() else path.name) or str(path)
     if not path.is_dir():
         check_file(path)
+    else:
+        check_folder(path)
     found = get("console") if options.pattern and path.is_file() else claiming(path)
     if found is None:
+        if path.is_file():
+            check_text(path)  # empty, UTF-16, binary: said as such, not as the list of formats
         raise FileNotFoundError(f"{path} holds no run log grposcope reads. It reads: {described()}. "
                                 + ("Is it a run's output_dir?" if path.is_dir() else
                                    "A console log of another line format: give it with --pattern REGEX"))

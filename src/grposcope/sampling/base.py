@@ -98,6 +98,11 @@ class Sampler:
     def sample(self, prompts: list[Any], draw: DrawFn, more: MorePrompts, g: int) -> Selection:
         raise NotImplementedError
 
+    def check_step(self, prompts: int, g: int, available: int | None = None) -> None:
+        """Raises before a run (the trainer's, the simulator's) when its steps of `prompts` prompts and groups of
+        `g` cannot run with these options, or need more than `available` bytes (default: this machine's
+        memory) for the sampler's own tables. Most samplers have nothing to check."""
+
     def state_dict(self) -> dict[str, Any]:
         return {"generator": self.generator.get_state()}
 

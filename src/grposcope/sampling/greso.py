@@ -44,6 +44,10 @@ from .registry import SAMPLERS
 P_MIN, P_MAX = 0.05, 0.95  # the release's bounds on the exploration probabilities
 KEEP_FLOOR = 0.01  # the release's least chance of drawing a prompt, however long its streak
 BATCH_SLACK = 1.25  # the release's margin on the adaptive batch size
+# The most greso_max_candidates may be: every prompt is drawn with chance KEEP_FLOOR at least, so looking at
+# 1 / KEEP_FLOOR x the batch finds a full batch on average even when every prompt is filtered; more only lets
+# a step stall longer (1e18 was taken without a word).
+MAX_CANDIDATES = 1 / KEEP_FLOOR
 EASY, HARD = 1, -1  # the kind of a zero-variance streak (0: the last group was informative, or none yet)
 
 
@@ -92,9 +96,11 @@ class Greso(Sampler):
         if not 0 < greso_target_zero_variance < 1 or not 0 < greso_p_step < 1:
             raise ValueError(f"greso_target_zero_variance and greso_p_step must be in (0, 1), got "
                              f"{greso_target_zero_variance!r} and {greso_p_step!r}; the paper uses 0.25 and 0.01")
-        if not greso_max_candidates >= 1:
-            raise ValueError(f"greso_max_candidates must be >= 1 (a multiple of the batch), got "
-                             f"{greso_max_candidates!r}")
+        if not 1 <= greso_max_candidates <= MAX_CANDIDATES:
+            raise ValueError(f"greso_max_candidates must be in [1, {MAX_CANDIDATES:g}] (prompts the filter may look "
+                             "at per batch, as a multiple of the batch, e.g. 8, the default; each prompt is drawn "
+                             f"with chance >= {KEEP_FLOOR}, so {MAX_CANDIDATES:g} x the batch fills it on average), "
+                             f"got {greso_max_candidates!r}")
         if not isinstance(max_gen_batches, int) or max_gen_batches < 1:
             raise ValueError(f"max_gen_batches must be an int >= 1 (batches generated per step), got "
                              f"{max_gen_batches!r}")

@@ -14,7 +14,9 @@ prompts likely to be solved give their samples to hard ones, which may get sever
    success rate so far (1/2 before any sample). Each estimate is kept within [1/(2n), 1 - 1/(2n)], n the samples
    it rests on, so that a prompt that failed (or passed) every sample is still worth some budget, the more the
    more it is given: the paper's fallback for success rates of 0 and 1 moves budget to unsolved prompts.
-2. Allocate. N is a multiple of G between 0 and `knapsack_max_groups` x G.
+2. Allocate. N is a multiple of G between 0 and `knapsack_max_groups` x G. The knapsack's table is as wide as
+   what the step can spend: at most B x `knapsack_max_groups` groups, a prompt at most the whole budget
+   (the same answer as a table as wide as the options say, whose extra columns could never be filled).
 3. Draw and train. Each prompt given N > 0 draws N samples. Its G training samples are chosen from them as
    Reinforce-Ada chooses (up to G/2 correct and G/2 wrong), and its pool of N is the `pool` estimator's
    baseline. A prompt given 0 is not drawn this step.
@@ -33,6 +35,8 @@ import torch
 
 from ..core.advantages import pool_stats
 from ..core.registry import Option
+from ..errors import RunError
+from ..machine import available_memory, gib
 from .base import (
     READS,
     DrawFn,
@@ -47,6 +51,10 @@ from .base import (
     sample_numbers,
 )
 from .registry import SAMPLERS
+
+# The most groups of G one prompt may get in a step: far above the paper's largest allocation (93 samples, under
+# 12 groups of 8). knapsack_max_groups=1e9 was taken, and asked for a 4 TB table before its first step.
+MAX_GROUPS = 1024
 
 
 def task_value(n: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
@@ -80,6 +88,19 @@ def allocate(values: torch.Tensor, budget: int) -> torch.Tensor:
     return out
 
 
+def allocation_units(prompts: int, budget: int, g: int, max_groups: int) -> tuple[int, int]:
+    """What the knapsack of a step solves over: (C, M) the groups it may spend in all, and on one prompt. A
+    budget beyond B x max_groups groups cannot be spent, and no prompt can get more than the whole budget."""
+    capacity = min(budget // g, prompts * max_groups)
+    return capacity, min(max_groups, capacity)
+
+
+def allocation_bytes(prompts: int, capacity: int, most: int) -> int:
+    """The least `allocate` takes (float64 and int64, 8 bytes a value): the values (B, M+1), the choices
+    (B, C+1), and a prompt's three (C+1, M+1) tables (the units spent before, their best value, the sum)."""
+    return 8 * (prompts * (most + 1) + prompts * (capacity + 1) + 3 * (capacity + 1) * (most + 1))
+
+
 @SAMPLERS.register("knapsack", reads=READS, hosts=("grposcope",), options=[
     Option("sample_budget", 'budgeted, knapsack: completions generated per step (default: prompts per generation '
            'x num_generations, what "fixed" spends).'),
@@ -95,9 +116,11 @@ class Knapsack(Sampler):
                  success_threshold: float = 0.5, seed: int = 0) -> None:
         super().__init__(success_threshold, seed)
         check_sample_budget(sample_budget)
-        if not isinstance(knapsack_max_groups, int) or knapsack_max_groups < 1:
-            raise ValueError(f"knapsack_max_groups must be an int >= 1 (groups of G per prompt), got "
-                             f"{knapsack_max_groups!r}")
+        if isinstance(knapsack_max_groups, bool) or not isinstance(knapsack_max_groups, int) \
+                or not 1 <= knapsack_max_groups <= MAX_GROUPS:
+            raise ValueError(f"knapsack_max_groups must be an int in [1, {MAX_GROUPS}] (the most groups of G one "
+                             "prompt may get in a step, e.g. 4, the default; Knapsack RL's hardest prompts got 93 "
+                             f"samples, under 12 groups of 8), got {knapsack_max_groups!r}")
         self.budget, self.max_groups = sample_budget, knapsack_max_groups
         self.last: dict[Any, tuple[int, int]] = {}  # prompt key -> (successes, samples) at its last draw
         self.seen = torch.zeros(2, dtype=torch.float64)  # the run's successes and samples
@@ -113,12 +136,35 @@ class Knapsack(Sampler):
         n = torch.tensor(counts, dtype=torch.float64)
         return torch.minimum(torch.maximum(torch.tensor(rates, dtype=torch.float64), 0.5 / n), 1 - 0.5 / n)
 
-    def sample(self, prompts: list[Any], draw: DrawFn, more: MorePrompts, g: int) -> Selection:
-        budget = self.budget or len(prompts) * g
+    def step_budget(self, prompts: int, g: int) -> int:
+        """The samples a step of `prompts` prompts may spend: sample_budget, or B x G."""
+        budget = self.budget or prompts * g
         if budget < g:
             raise ValueError(f"sample_budget={budget} samples cannot fill one group of num_generations={g}")
+        return budget
+
+    def check_step(self, prompts: int, g: int, available: int | None = None) -> None:
+        """Raises before a run when its steps of `prompts` prompts cannot run: a budget it could never spend (the
+        step would quietly spend less), or a knapsack table bigger than `available` bytes (default: this
+        machine's memory)."""
+        budget, most = self.step_budget(prompts, g), prompts * self.max_groups * g
+        if budget > most:
+            raise ValueError(f"sample_budget={budget:,} is more than knapsack can spend in a step: {_prompts(prompts)} "
+                             f"x knapsack_max_groups={self.max_groups} x num_generations={g} = {most:,} "
+                             f"completions; lower sample_budget to at most {most:,}, or raise knapsack_max_groups")
+        capacity, widest = allocation_units(prompts, budget, g, self.max_groups)
+        need = allocation_bytes(prompts, capacity, widest)
+        available = available_memory() if available is None else available
+        if available is not None and need > available:
+            raise RunError(f"knapsack's allocation of a step needs ~{gib(need)} (its table over {_prompts(prompts)} "
+                           f"and {capacity:,} groups of G={g}, up to {widest:,} a prompt) but this machine has "
+                           f"{gib(available)} available; lower sample_budget or knapsack_max_groups")
+
+    def sample(self, prompts: list[Any], draw: DrawFn, more: MorePrompts, g: int) -> Selection:
+        budget = self.step_budget(len(prompts), g)
+        capacity, most = allocation_units(len(prompts), budget, g, self.max_groups)
         p = self.estimates(prompts, g)  # (B,)
-        units = allocate(task_value(torch.arange(self.max_groups + 1) * g, p), budget // g)  # (B,)
+        units = allocate(task_value(torch.arange(most + 1) * g, p), capacity)  # (B,)
         if not units.any():  # every value 0 (cannot happen with the bounds above): one group for the first
             units[0] = 1
         rows = units.nonzero().flatten()  # (B',)
@@ -157,3 +203,7 @@ class Knapsack(Sampler):
         self.seen = state["seen"].clone()
         keys = [int(k) if is_int else k for k, is_int in zip(state["keys"], state["key_is_int"])]
         self.last = {k: (int(w), int(m)) for k, (w, m) in zip(keys, state["last"].tolist())}
+
+
+def _prompts(count: int) -> str:
+    return f"{count:,} prompt{'' if count == 1 else 's'}"

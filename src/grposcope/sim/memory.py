@@ -39,8 +39,15 @@ def sim_step_bytes(config: Any) -> int:
 
 def check_memory(*configs: Any, available: int | None = None) -> None:
     """Raises RunError for the first config whose step cannot fit in `available` bytes (default: this
-    machine's, `available_memory`), before any run allocates: the message says how big and what to lower."""
+    machine's, `available_memory`), before any run allocates: the message says how big and what to lower. Each
+    config's sampler checks its own step first (`Sampler.check_step`: knapsack's budget and table)."""
+    from .run import build_sampler  # torch: only when a run is about to start
+
     available = available_memory() if available is None else available
+    for config in configs:
+        check_step = getattr(build_sampler(config), "check_step", None)  # a plug-in may not derive from Sampler
+        if check_step is not None:
+            check_step(config.batch_size, config.num_generations, available)
     if available is None:
         return
     for config in configs:

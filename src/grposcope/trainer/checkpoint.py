@@ -42,6 +42,7 @@ from .run_folder import (
     holds_metrics,
     latest_checkpoint,
     nearest_existing,
+    repair,
     step_of,
     verify,
 )
@@ -200,7 +201,13 @@ def remove_unfinished(output_dir: str | os.PathLike[str]) -> list[str]:
 def resolve(spec: str | bool, output_dir: str | os.PathLike[str]) -> Path:
     """The checkpoint `resume_from_checkpoint` names: True = the newest complete one in output_dir."""
     if spec is True:
-        found = latest_checkpoint(output_dir)
+        with warnings.catch_warnings(record=True) as skipped:  # said once found, or in the error if none is
+            warnings.simplefilter("always")
+            found = latest_checkpoint(output_dir)
+        if found is None and checkpoint_folders(Path(output_dir)):
+            raise _none_complete(output_dir)
+        for warning in skipped:
+            warnings.warn(warning.message, warning.category, stacklevel=2)
         if found is None and holds_metrics(Path(output_dir)):
             # the run there cannot be continued, and a new run refuses its folder: name the one way on
             raise CheckpointError(
@@ -222,10 +229,32 @@ def resolve(spec: str | bool, output_dir: str | os.PathLike[str]) -> Path:
         raise CheckpointError(f"checkpoint {folder} {what}; give a checkpoint-N folder of a run")
     problem = verify(folder)
     if problem is not None:
-        older = latest_checkpoint(folder.parent)
-        hint = f"resume from {older} instead" if older is not None and older != folder else "start a new run"
+        with warnings.catch_warnings():  # the folders it passes over are not this resume's concern
+            warnings.simplefilter("ignore")
+            older = latest_checkpoint(folder.parent)
+        hint = f"resume from {older} instead" if older is not None and older != folder else \
+            f"{repair(folder)} if you have it, or {_start_anew(output_dir, '--resume_from_checkpoint')}"
         raise CheckpointError(f"cannot resume from {folder}: {problem}; {hint}")
     return folder
+
+
+def _none_complete(output_dir: str | os.PathLike[str]) -> CheckpointError:
+    """--resume where every checkpoint fails `verify` (a file removed by hand, a partial copy): each one's
+    problem, and the ways on; pointing resume_from_checkpoint at one of them would fail the same way."""
+    folders = sorted(checkpoint_folders(Path(output_dir)), key=step_of, reverse=True)
+    said = "; ".join(f"{folder.name}: {verify(folder)}" for folder in folders[:3])
+    more = f"; and {len(folders) - 3} more" if len(folders) > 3 else ""
+    return CheckpointError(f"resume_from_checkpoint=True, but no checkpoint in {output_dir} is complete ({said}"
+                           f"{more}), so --resume has nothing to continue: {repair(folders[0])} if you have it, or "
+                           f"{_start_anew(output_dir, '--resume')}")
+
+
+def _start_anew(output_dir: str | os.PathLike[str], option: str) -> str:
+    """The way on when no checkpoint can be resumed: a new run, which a used output_dir takes only with
+    overwrite_output_dir."""
+    if holds_metrics(Path(output_dir)):
+        return f"start the run over without {option} and with {disk_space.start_over(output_dir)}"
+    return f"start a new run without {option}"
 
 
 # Options that shape the run's state: a checkpoint written under other values cannot be continued with these.

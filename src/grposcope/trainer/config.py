@@ -122,7 +122,11 @@ class GRPOConfig(LossOptions, SamplerOptions, EstimatorOptions):
     dataset_size: int | None = None
     """Training prompts to generate for procedural tasks (default: the task's own)."""
     eval_size: int | None = None
-    """Held-out prompts (default: the task's own split)."""
+    """Held-out prompts (default: the task's own split). With a `train_dataset` given to GRPOTrainer and no
+    `eval_dataset`, this many distinct prompts are held out of it, as of a task (seeded by `seed`, each level its
+    share, no copy left in train); None or 0 trains on all of it and evaluates on nothing, as TRL does. Beside
+    an `eval_dataset` it is not used, with a warning: the held-out prompts are eval_dataset's (`eval_limit`
+    evaluates on the first N of them)."""
     reward_funcs: list[str] | None = None
     """Registered reward names for the CLI (default: the task's recommended rewards)."""
     reward_weights: list[float] | None = None

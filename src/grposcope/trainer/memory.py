@@ -16,6 +16,8 @@ width of one token's keys (or values) in one layer. At float32 (4 bytes a value)
                             completion tokens + one prompt of P per group)
                             + n x (P + T) x 2 L c x 4       (each row's copy of its prompt's KV cache)
     a step                  weights and optimizer + max(generation, update)
+    an evaluation batch     params x 4 + the generation of its prompts x k samples at once (k sampled
+                            completions per prompt; greedy decoding alone: k = 1)
 
 Every term is the least that part takes, so the check refuses only a step that cannot fit. Measured on this
 machine (SmolLM2-135M, one step, peak RSS; the estimate in brackets): the quickstart's 16 rows x 24 tokens
@@ -77,11 +79,43 @@ def step_memory_bytes(shape: ModelShape, *, generated: int, trained: int, group:
     weights = (0 if shape.loaded else shape.params * b) + shape.trainable * 3 * b
     weights += shape.params * b if reference_copy else 0
     weights += shape.params * rollout_copy_bytes  # the rollout copy (rollout_dtype), `rollout_copy_bytes` a value
-    generation = generated * (p + t) * kv_token + 2 * generated * shape.vocab * 4
+    generation = generation_bytes(shape, generated, p, t)
     tokens = trained * t + math.ceil(trained / group) * p  # a group's prompt runs once (trainer/policy.py)
     activations = tokens * shape.layers * (8 * shape.hidden + 4 * shape.intermediate) * b
     update = 2 * trained * t * shape.vocab * 4 + activations + trained * (p + t) * kv_token
     return StepMemory(weights, generation, update)
+
+
+def generation_bytes(shape: ModelShape, rows: int, prompt_tokens: int, completion_tokens: int) -> int:
+    """`rows` completions generated at once (R): their KV cache, reserved whole, and the next-token logits and
+    the probabilities drawn from."""
+    kv_token = 2 * shape.layers * shape.kv_width * shape.value_bytes
+    return rows * (prompt_tokens + completion_tokens) * kv_token + 2 * rows * shape.vocab * 4
+
+
+def check_eval_memory(model: Any, examples: list[dict], *, batch: int, samples: int, max_prompt_length: int | None,
+                      completion_tokens: int, fix: str, available: int | None = None) -> int | None:
+    """Raises RunError when an evaluation batch cannot fit in `available` bytes (default: as `check_memory`):
+    its first `batch` prompts sample `samples` completions each at once (evaluation.py). Returns the estimate,
+    or None when the model's config or the memory cannot be read. `fix` names the options to lower."""
+    shape = model_shape(model)
+    if shape is None or not examples:
+        return None
+    where, available = ("this machine", available) if available is not None else _available(model)
+    if available is None:
+        return None
+    prompts, p = min(batch, len(examples)), prompt_tokens(examples, max_prompt_length)
+    rows = prompts * max(samples, 1)
+    weights = 0 if shape.loaded else shape.params * shape.value_bytes
+    generation = generation_bytes(shape, rows, p, completion_tokens)
+    if weights + generation <= available:
+        return weights + generation
+    raise RunError(
+        f"an evaluation batch needs ~{gib(weights + generation)} ({prompts} prompts x {max(samples, 1):,} "
+        f"completions = {rows:,} generated at once, length={p}+{completion_tokens} tokens, vocabulary {shape.vocab}: "
+        f"generation {gib(generation)}, weights {gib(weights)}) but {where} has {gib(available)} available; "
+        f"lower {fix}"
+    )
 
 
 def check_memory(args: Any, geometry: Any, model: Any, examples: list[dict],

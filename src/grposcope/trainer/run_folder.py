@@ -20,6 +20,7 @@ MANIFEST = mf.MANIFEST
 STATE = "trainer_state.pt"
 STATE_JSON = "trainer_state.json"
 CHECKPOINT_NAME = re.compile(r"^checkpoint-(\d+)$")
+RESUME_ONLY = ("optimizer.pt", "scheduler.pt", STATE, STATE_JSON)  # read by a resume, never by a model load
 
 
 def checkpoint_folders(root: Path) -> list[Path]:
@@ -34,13 +35,16 @@ def step_of(folder: Path) -> int:
 
 def verify(folder: Path, resumable: bool = True) -> str | None:
     """None when `folder` is complete: every file its manifest lists has its size and checksum, and (with
-    `resumable`) it is a checkpoint a run can continue from, not a model folder; otherwise what is wrong."""
+    `resumable`) it is a checkpoint a run can continue from, not a model folder; otherwise what is wrong.
+    Without `resumable` (a model load: eval, training from it) the files only a resume reads are not checked:
+    a checkpoint whose optimizer.pt was deleted to make room still evaluates."""
     manifest, why = mf.read(folder)
     if manifest is None:
         return f"{why} (not a complete grposcope checkpoint)"
     if manifest.get("format") != FORMAT:
         return f"checkpoint format {manifest.get('format')!r}, this grposcope reads {FORMAT}"
-    problem = mf.problem(folder, manifest["files"])
+    files = manifest["files"] if resumable else {k: v for k, v in manifest["files"].items() if k not in RESUME_ONLY}
+    problem = mf.problem(folder, files)
     if problem is not None:
         return problem
     if resumable and STATE not in manifest["files"]:
@@ -60,6 +64,14 @@ def latest_checkpoint(output_dir: str | os.PathLike[str]) -> Path | None:
         warnings.warn(f"skipping {folder}: {problem}; resuming from an older checkpoint", RuntimeWarning,
                       stacklevel=2)
     return None
+
+
+def repair(folder: Path) -> str:
+    """How to mend a checkpoint that fails `verify`: the files its manifest lists that are gone, to copy back;
+    else (a truncated or corrupted file, no manifest) the folder, to copy again."""
+    manifest, _ = mf.read(folder)
+    gone = [name for name in (manifest or {}).get("files", {}) if not (folder / name).is_file()]
+    return f"copy {', '.join(gone)} back into {folder}" if gone else f"copy {folder} again from where it came from"
 
 
 def holds_metrics(output_dir: Path) -> bool:

@@ -23,8 +23,9 @@ from ..sampling.stream import PromptStream
 from .checkpoint import remove_checkpoints
 from .config import GRPOConfig
 from .disk_space import keep_metrics_aside, start_over, way_on_after_a_failed_write
+from .evaluation import EVAL_BATCH
 from .geometry import Geometry, geometry_for, total_steps
-from .memory import check_memory
+from .memory import check_eval_memory, check_memory
 from .rollout_copy import RolloutCopy, rollout_dtype
 from .run_folder import checkpoint_folders, holds_metrics
 
@@ -59,8 +60,9 @@ def build_run(args: GRPOConfig, model, reward_funcs, train_dataset, eval_dataset
         torch.set_num_threads(args.torch_threads)
     geometry = geometry_for(args)  # before anything slow: a bad batch geometry fails at once
     train, evals, task_rewards = load_examples(args, train_dataset, eval_dataset)  # bad data too
-    check_memory(args, geometry, model if model is not None else args.model_name_or_path, train)  # and a step too big
     spec = args.model_name_or_path if model is None else model
+    sampler = make_sampler(args)
+    check_sizes(args, geometry, spec, train, evals, sampler)  # and a step or an evaluation too big
     if isinstance(spec, (str, os.PathLike)):
         check_model_folder(os.fspath(spec))  # a damaged final model or checkpoint, as eval checks it
     model, tokenizer = load_model(
@@ -99,8 +101,21 @@ def build_run(args: GRPOConfig, model, reward_funcs, train_dataset, eval_dataset
                          way_on=lambda: way_on_after_a_failed_write(args.output_dir))
 
     return Run(model, tokenizer, reference_policy(args, model), geometry, PromptStream(train, args.seed),
-               train, evals, scorer, make_estimator(args), make_sampler(args), build(args, "policy_loss"), backend,
+               train, evals, scorer, make_estimator(args), sampler, build(args, "policy_loss"), backend,
                rollout_copy, rollout_backend, optimizer, scheduler, logger_factory)
+
+
+def check_sizes(args: GRPOConfig, geometry: Geometry, model: Any, train: list[dict], evals: list[dict],
+                sampler: Any) -> None:
+    """What the run will ask for, checked before the model loads: the sampler's steps (a budget it cannot
+    spend, its own tables), a training step's memory, and an evaluation batch's (eval_num_samples)."""
+    if hasattr(sampler, "check_step"):  # a plug-in sampler may not derive from Sampler
+        sampler.check_step(geometry.prompts_per_generation, args.num_generations)
+    check_memory(args, geometry, model, train)
+    evals = evals[: args.eval_limit] if args.eval_limit else evals
+    check_eval_memory(model, evals, batch=EVAL_BATCH, samples=args.eval_num_samples,
+                      max_prompt_length=args.max_prompt_length, completion_tokens=args.max_completion_length,
+                      fix="eval_num_samples (sampled completions per held-out prompt, e.g. 8)")
 
 
 def check_model_folder(spec: str) -> None:
@@ -218,19 +233,30 @@ def render(prompt, tokenizer) -> str:
 
 
 def load_examples(args: GRPOConfig, train_dataset, eval_dataset) -> tuple[list[dict], list[dict], list | None]:
-    """Training and held-out examples as lists of dicts, and the rewards the task recommends."""
+    """Training and held-out examples as lists of dicts, and the rewards the task recommends. A train_dataset
+    is trained on whole (TRL's rule), unless eval_size holds prompts out of it (GRPOConfig.eval_size)."""
+    import warnings
+
+    from ..data.split import split_examples
     from ..data.tasks import load_task
 
     if train_dataset is None:
         task = load_task(args.dataset_name, size=args.dataset_size, seed=args.seed, eval_size=args.eval_size)
         return [dict(e) for e in task.train], [dict(e) for e in task.eval], task.reward_funcs
     train = as_examples(train_dataset, "train_dataset")
-    evals = as_examples(eval_dataset, "eval_dataset") if eval_dataset is not None else []
-    return train, evals, None
+    if eval_dataset is not None:
+        if args.eval_size is not None:  # e.g. a preset's: the run goes on, on the held-out set it was given
+            warnings.warn(f"eval_size={args.eval_size} is not used: the held-out prompts are eval_dataset's "
+                          "(eval_limit evaluates on the first N of them); drop eval_size, or drop eval_dataset to "
+                          "hold eval_size prompts out of train_dataset", RuntimeWarning, stacklevel=4)
+        return train, as_examples(eval_dataset, "eval_dataset"), None
+    if args.eval_size:  # as a task's split: distinct prompts, each level its share, none left in train
+        return (*split_examples(train, args.eval_size, args.seed), None)
+    return train, [], None
 
 
 def as_examples(dataset, source: str) -> list[dict]:
-    """A user's HF Dataset or list of dicts, validated (every prompt checked) and copied: never split."""
+    """A user's HF Dataset or list of dicts, validated (every prompt checked) and copied."""
     from ..data.validation import validate_examples
 
     rows = dataset.to_list() if hasattr(dataset, "to_list") else list(dataset)

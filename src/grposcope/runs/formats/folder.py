@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from ..load import ReadOptions
     from ..record import Run
 
+SHOWN = 5  # files named in what was read; the others counted
+MANY = 50  # files past which joining them as one run's logs is said to be a guess
+
 EVALUATION = re.compile(r"(^|[^a-z])(eval|evals|evaluation|val|valid|validation|test)([^a-z]|$)", re.I)
 NOTES = (".md", ".txt", ".rst")
 
@@ -60,7 +63,13 @@ def read(path: Path, name: str, options: ReadOptions) -> Run:
     for other, file, _ in read_ok[1:]:
         join_runs(run, other)
     run.path = path
-    run.found = (f"a folder of {len(read_ok)} log(s) joined on the step: "
-                 + ", ".join(f"{file.name}" + (" (held-out)" if how else "") for _, file, how in read_ok))
-    run.problems += [f"{file}: not read ({why})" for r, file, why in runs if r is None]
+    names = [f"{file.name}" + (" (held-out)" if how else "") for _, file, how in read_ok]
+    more = f" and {len(names) - SHOWN} more" if len(names) > SHOWN else ""
+    run.found = f"a folder of {len(read_ok)} log(s) joined on the step: {', '.join(names[:SHOWN])}{more}"
+    if len(read_ok) > MANY:
+        run.notes.append(f"{len(read_ok)} log files of one folder joined on the step as one run's; if each is a run "
+                         "of its own, give each its own folder (a folder of run folders is read as that many runs)")
+    unread = [f"{file}: not read ({why})" for r, file, why in runs if r is None]
+    run.problems += unread[:SHOWN] + ([f"{path}: {len(unread) - SHOWN} more file(s) not read"]
+                                      if len(unread) > SHOWN else [])
     return run

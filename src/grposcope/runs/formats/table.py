@@ -1,17 +1,21 @@
 """Any table of step metrics: a JSONL of one object a step, a JSON list of such objects, or a CSV (a W&B history
 export, a hand-written loop's log). Claimed by content: a JSONL whose first record is an object with a number in
-it, a JSON list of objects, a CSV (or TSV) with a header row. The step column is found among the common names
-(collect.STEP_KEYS: `step`, `global_step`, `_step`, `iteration`, `iter`, `update`, ...) or named with
-`--step_key`; without one, the error lists the columns it saw."""
+it, a JSON list of objects, a CSV (or TSV) with a header row. A CSV's delimiter is the header's: `,`, a tab, or
+`;` (what European locales write, with decimal commas, read as points). A UTF-8 byte-order mark (Excel's "CSV
+UTF-8") is skipped. The step column is found among the common names (collect.STEP_KEYS: `step`, `global_step`,
+`_step`, `iteration`, `iter`, `update`, ...) or named with `--step_key`; without one, the error lists the columns
+it saw; a header without rows is said as such."""
 
 from __future__ import annotations
 
+import codecs
+import csv
 import json
 from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
-from ..collect import Collector, csv_records, jsonl_records, no_step_column, step_column, step_of
+from ..collect import Collector, csv_records, jsonl_records, no_step_column, shown_columns, step_column, step_of
 from ..file_kinds import not_a_file
 from . import register
 
@@ -22,11 +26,24 @@ if TYPE_CHECKING:
 SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "csv", ".json": "json"}
 JSON_LIMIT = 64 << 20  # a JSON list is parsed whole: larger ones are written as JSONL by the loops that log so much
 PEEK = 50  # records looked at for the step column (a first record may lack a key a later one has)
+DELIMITERS = (",", "\t", ";")  # a CSV's, ties to the first: a comma, a tab, a European locale's semicolon
 
 
 def _first_line(path: Path) -> bytes:
+    """The file's first line, without a UTF-8 byte-order mark."""
     with path.open("rb") as handle:
-        return handle.readline(1 << 16)
+        return handle.readline(1 << 16).removeprefix(codecs.BOM_UTF8)
+
+
+def _delimiter(path: Path) -> str | None:
+    """The CSV's delimiter: the one of DELIMITERS its header row holds most of (a tab first in a .tsv), or None
+    when it holds none (one column: no table)."""
+    header = _first_line(path).decode("utf-8", "replace")
+    counts = {d: header.count(d) for d in DELIMITERS}
+    if path.suffix.lower() == ".tsv" and counts["\t"]:
+        return "\t"
+    best = max(DELIMITERS, key=counts.__getitem__)
+    return best if counts[best] else None
 
 
 def _kind(path: Path) -> str:
@@ -74,7 +91,7 @@ def claims(path: Path) -> bool:
         records = _json_list(path)
         return bool(records) and any(isinstance(v, (int, float)) for v in records[0].values())
     if kind in ("csv", "tsv"):
-        return len(first.split("\t" if kind == "tsv" else ",")) >= 2
+        return _delimiter(path) is not None
     try:
         record = json.loads(first)
     except (ValueError, RecursionError):
@@ -89,7 +106,7 @@ def _json_list(path: Path) -> list[dict[str, Any]]:
         return []
     try:
         with path.open("rb") as handle:
-            if handle.read(64).lstrip()[:1] not in (b"[", b"{"):
+            if handle.read(64).removeprefix(codecs.BOM_UTF8).lstrip()[:1] not in (b"[", b"{"):
                 return []
         records = json.loads(path.read_bytes())
     except (ValueError, UnicodeDecodeError, OSError, RecursionError):
@@ -110,7 +127,7 @@ def _records(path: Path, kind: str, problems: list[str], parsed: list[dict[str, 
     if parsed is not None:
         yield from parsed
     elif kind in ("csv", "tsv"):
-        yield from csv_records(path, "\t" if kind == "tsv" else ",")
+        yield from csv_records(path, _delimiter(path) or ",")
     else:
         yield from jsonl_records(path, problems)
 
@@ -124,6 +141,8 @@ def read(path: Path, name: str, options: ReadOptions, held_out: bool = False) ->
     parsed = _json_list(path) if kind == "json" else None
     head = list(islice(_records(path, kind, [], parsed), PEEK))
     keys = list(dict.fromkeys(k for r in head for k in r))
+    if not head and kind in ("csv", "tsv"):
+        raise _no_rows(path)
     key = step_column(keys, options.step_key)
     if key is None:
         raise no_step_column(path, keys, options.step_key)
@@ -139,5 +158,13 @@ def read(path: Path, name: str, options: ReadOptions, held_out: bool = False) ->
         collect.problems.append(f"{path}: {stepless} record(s) without a whole-number step in {key!r}; skipped")
     if not collect.rows:
         raise ValueError(f"{path} holds no step metrics: no record has a whole-number step in {key!r}")
+    separated = ", ';'-separated" if kind in ("csv", "tsv") and _delimiter(path) == ";" else ""  # said, not guessed
     kind = "csv" if kind == "tsv" else kind
-    return collect.run(name, kind, f"a {kind.upper()} of step metrics ({path.name}, steps in {key!r})")
+    return collect.run(name, kind, f"a {kind.upper()} of step metrics ({path.name}{separated}, steps in {key!r})")
+
+
+def _no_rows(path: Path) -> ValueError:
+    """The error of a CSV that holds its header row and nothing else: the columns, and no step logged yet."""
+    with path.open(newline="", encoding="utf-8-sig", errors="replace") as handle:
+        columns = next(csv.reader(handle, delimiter=_delimiter(path) or ","), [])
+    return ValueError(f"{path} has a header ({shown_columns(columns)}) but no rows: no step was logged to it yet")

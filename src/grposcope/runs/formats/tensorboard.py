@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..collect import Collector
+from ..file_content import empty_file
 from ..record import Run
 from . import register
 
@@ -172,7 +173,7 @@ def read_tensorboard(path: Path, name: str, options: ReadOptions | None = None) 
                 break
         others = [f for f in folders if f != folder]
     if not collect.rows:
-        raise ValueError(f"{path}: the TensorBoard events hold no scalar (" + "; ".join(collect.problems[:2]) + ")")
+        raise _no_scalar(path, files, collect.problems)
     if others:
         lines.append(f"{path}: {len(others) + 1} folders of TensorBoard events (runs): {folder} is read (the newest), "
                      f"not {', '.join(str(f) for f in others)}; give one of those folders to read it")
@@ -180,6 +181,17 @@ def read_tensorboard(path: Path, name: str, options: ReadOptions | None = None) 
     run = collect.run(name, "tensorboard", f"TensorBoard events in {folder}")
     run.config = settings(args)
     return run
+
+
+def _no_scalar(path: Path, files: list[Path], problems: list[str]) -> ValueError:
+    """The error of events that hold no scalar: an event file of 0 bytes (a run that has not flushed its first
+    events) named as such, else what the reader met."""
+    empty = [file for file in files if file.stat().st_size == 0]
+    if len(empty) == len(files):
+        others = f"; so are the {len(files) - 1} other event file(s) in {path}" if len(files) > 1 else ""
+        return ValueError(empty_file(files[0]) + others)
+    why = f" ({'; '.join(problems[:2])})" if problems else ""
+    return ValueError(f"{path}: the TensorBoard events hold no scalar{why}")
 
 
 def settings(config: dict[str, Any]) -> dict[str, Any]:
