@@ -167,3 +167,36 @@ def test_a_hostile_grposcope_state_of_a_trl_checkpoint_is_named_damaged_and_noth
     (checkpoint / STATE_FILE).write_bytes(b"PK\x03\x04 cut short")  # a truncated file: damaged, in one line
     with pytest.raises(CheckpointError, match="grposcope_state.pt is damaged: torch cannot read it"):
         trainer._load_optimizer_and_scheduler(str(checkpoint))
+
+
+def test_no_command_writes_over_its_own_input_even_with_overwrite(tmp_path):
+    probe = tmp_path / "probe.jsonl"
+    probe.write_text('{"prompt": "1+1?", "k": 4, "successes": 2}\n{"prompt": "2+2?", "k": 4, "successes": 1}\n')
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text('{"completion": "\\\\boxed{3}", "answer": "3"}\n')
+    kept = {path: path.read_bytes() for path in (probe, answers)}
+    for command in (["forecast", str(probe), "--json", str(probe), "--overwrite"],
+                    ["forecast", str(probe), "--plot", str(probe), "--overwrite"],
+                    ["audit-rewards", str(answers), "--json", str(answers), "--overwrite"]):
+        result = CliRunner().invoke(app, command)
+        assert result.exit_code == 2 and "is one of the inputs, and writing it would destroy" in result.output, \
+            (command, result.output)
+    assert {path: path.read_bytes() for path in kept} == kept
+
+
+def test_an_output_inside_an_input_folder_is_refused_only_where_it_would_replace_a_file(tmp_path):
+    from grposcope.files import check_output_file
+
+    model = tmp_path / "checkpoint-2"
+    model.mkdir()
+    (model / "model.safetensors").write_bytes(b"weights")
+    with pytest.raises(ValueError, match="is inside the input .*checkpoint-2, and writing it would destroy"):
+        check_output_file(model / "model.safetensors", "--output", True, "eval.json", inputs=(str(model), None))
+    check_output_file(model / "eval.json", "--output", False, "eval.json", inputs=(str(model),))  # a new file: fine
+
+
+def test_diagnose_names_a_folder_given_for_its_json_without_offering_overwrite(tmp_path):
+    (tmp_path / "out").mkdir()
+    result = CliRunner().invoke(app, ["diagnose", str(FIXTURES / "quickstart"), "--json", str(tmp_path / "out")])
+    assert result.exit_code == 2 and "is a folder; name a file in it" in result.output
+    assert "--overwrite" not in result.output

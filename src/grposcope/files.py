@@ -7,7 +7,7 @@ import contextlib
 import errno
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 
@@ -25,14 +25,35 @@ def read_utf8(path: str | os.PathLike[str]) -> str:
         ) from None
 
 
-def check_output_file(path: str | os.PathLike[str], what: str, overwrite: bool, name: str) -> None:
+def check_output_file(path: str | os.PathLike[str], what: str, overwrite: bool, name: str,
+                      inputs: Iterable[str | os.PathLike[str] | None] = ()) -> None:
     """Raises before any work when the output file `path` (named by the option `what`) could not be written
     later, or would replace a file without `overwrite`. A folder is said to be one, with a file in it to name
-    (`name`, e.g. the option's default): --overwrite could not replace a folder with a file."""
+    (`name`, e.g. the option's default): --overwrite could not replace a folder with a file. Nor is it one of
+    the command's `inputs`, or a file already inside an input folder, --overwrite or not: replacing it would
+    destroy what the command reads (`grposcope forecast run/probe.jsonl --json run/probe.jsonl`)."""
+    check_not_an_input(path, what, inputs)
     check_writable(path, what, name=name)
     if os.path.exists(path) and not overwrite:
         raise FileExistsError(f"{what} {os.fspath(path)} already exists; pass --overwrite to replace it, or choose "
                               f"another {what}")
+
+
+def check_not_an_input(path: str | os.PathLike[str], what: str, inputs: Iterable[str | os.PathLike[str] | None],
+                       inside: bool = False) -> None:
+    """Raises when the output `path` is one of `inputs`, or an existing file inside an input folder (with
+    `inside`: any path inside one). Paths are compared after links are followed (os.path.realpath, which,
+    unlike Path.resolve, does not raise on a link loop)."""
+    real = os.path.realpath(path)
+    for given in inputs:
+        if given is None:
+            continue
+        given_real = os.path.realpath(given)
+        within = os.path.isdir(given_real) and real.startswith(given_real.rstrip(os.sep) + os.sep)
+        if real == given_real or (within and (inside or os.path.exists(real))):
+            which = "one of the inputs" if real == given_real else f"inside the input {os.fspath(given)}"
+            raise ValueError(f"{what} {os.fspath(path)} is {which}, and writing it would destroy what this command "
+                             "reads; choose another file")
 
 
 def check_writable(path: str | os.PathLike[str], what: str, folder: bool = False, name: str | None = None) -> None:

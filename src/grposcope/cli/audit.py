@@ -96,7 +96,7 @@ def _checked_input(file: Path, verifiers: str, threshold: float, examples: int, 
         raise ValueError(f"--timeout_s must be > 0 and finite, got {timeout_s}; the default is {VERIFY_TIMEOUT_S}")
     names = verifier_names(verifiers)
     if json_out is not None:
-        check_output_file(json_out, "--json", overwrite, "audit.json")
+        check_output_file(json_out, "--json", overwrite, "audit.json", inputs=(file,))
     return names, read_audit_pairs(file, answer_column, steps)
 
 

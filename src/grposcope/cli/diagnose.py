@@ -190,20 +190,18 @@ FORMATS = ("text", "md", "json", "html")
 
 
 def check_target(flag: str, target: str | None, inputs: list[Path] | None, overwrite: bool) -> None:
-    """An output file is never one of the inputs, and an existing one is replaced only with --overwrite."""
+    """An output file is never one of the runs given nor inside one (diagnosing a run writes nothing into it),
+    and an existing one is replaced only with --overwrite (files.check_output_file)."""
     if target is None or target == "-":
         return
-    from ..files import check_writable
+    from ..files import check_not_an_input, check_output_file
 
-    path, real = Path(target), Path(os.path.realpath(target))  # not resolve(): it raises on a link loop
-    if any(real == (given_real := Path(os.path.realpath(given))) or given_real in real.parents
-           for given in inputs or []):
+    try:
+        check_not_an_input(target, flag, inputs or [], inside=True)
+    except ValueError:
         raise ValueError(f"{flag} {target} is one of the runs given (or inside one): diagnosing a run does not "
-                         "write into it; choose another file")
-    if path.exists() and not overwrite:
-        raise FileExistsError(f"{flag} {target} already exists; pass --overwrite to replace it, or choose another "
-                              "file")
-    check_writable(path, flag)
+                         "write into it; choose another file") from None
+    check_output_file(target, flag, overwrite, "findings.json" if flag == "--json" else "findings.txt")
 
 
 def render(diagnoses, output_format: str, verbose: bool) -> str:

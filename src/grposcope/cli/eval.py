@@ -3,6 +3,7 @@ model (docs/evaluation.md)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Optional
 
@@ -84,7 +85,8 @@ def _run_eval(o: dict[str, Any]) -> tuple[Any, Path]:
             raise ValueError(f"--{name} must be >= {low} ({what}), got {o[name]}; leave it out for the default")
     default_name = _default_output_name(o["model"], o["dataset"])
     path = o["output"] or Path(default_name)
-    check_output_file(path, "--output", o["overwrite"], default_name)
+    dataset_file = o["dataset"] if o["dataset"] and os.path.exists(o["dataset"]) else None  # not a task name
+    check_output_file(path, "--output", o["overwrite"], default_name, inputs=(o["model"], dataset_file))
     o["split"] = o["split"] or _split_for(o)
     examples, task_rewards = load_eval_examples(
         o["dataset"], o["split"], seed=o["seed"], dataset_size=o["dataset_size"], eval_size=o["eval_size"],

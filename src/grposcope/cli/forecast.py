@@ -123,7 +123,7 @@ def _forecast_input(o: dict[str, Any]) -> tuple[str, list[tuple[int, int]], list
         raise ValueError(f"--budget {o['budget']} is smaller than every group size; a step needs at least G samples")
     for path, flag, name in ((o["json_out"], "--json", "forecast.json"), (o["plot"], "--plot", "forecast.png")):
         if path is not None:
-            check_output_file(path, flag, o["overwrite"], name)
+            check_output_file(path, flag, o["overwrite"], name, inputs=(o["probe"], o["from_run"]))
     if o["plot"] is not None:
         pyplot("--plot")  # a missing matplotlib fails now
     if o["from_run"] is not None:
