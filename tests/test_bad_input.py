@@ -236,7 +236,7 @@ def test_pathological_latex_scores_0_and_the_rest_of_the_batch_is_scored(tmp_pat
 @pytest.mark.parametrize(
     "options, pattern",
     [
-        ({"num_generations": 0}, r"num_generations must be a positive integer, got 0"),
+        ({"num_generations": 0}, r"num_generations must be a whole number in \[2, 1,000,000\] \(.*\), got 0"),
         ({"max_completion_length": -1},
          r"max_completion_length must be > 0 tokens \(the longest reply.*e.g. 256.*got -1"),
     ],

@@ -37,7 +37,7 @@ def test_bad_options_exit_1_with_the_reason():
     result = runner.invoke(app, ["train", "--num_generation", "8"])
     assert result.exit_code == 2 and "did you mean num_generations?" in result.output
     result = runner.invoke(app, ["train", "--num_generations", "1"])
-    assert result.exit_code == 2 and "num_generations must be >= 2" in result.output
+    assert result.exit_code == 2 and "num_generations must be a whole number in [2, 1,000,000]" in result.output
     result = runner.invoke(app, ["train", "--preset", "nope"])
     assert result.exit_code == 2 and "unknown preset 'nope'; known: quickstart" in result.output
 

@@ -25,14 +25,14 @@ def test_seed_example_config_is_accepted_and_means_avspo():
 @pytest.mark.parametrize(
     "options, message",
     [
-        ({"num_generations": 1}, "num_generations must be >= 2"),
+        ({"num_generations": 1}, r"num_generations must be a whole number in \[2, 1,000,000\]"),
         ({"max_completion_length": 0}, "max_completion_length must be > 0"),
         ({"advantage_estimator": "gae"}, f"known: {', '.join(ESTIMATORS.names())}"),
         ({"sampler": "greedy"}, f"unknown sampler 'greedy'; known: {', '.join(SAMPLERS.names())}"),
         ({"loss_type": "ppo"}, "known: grpo, bnpo, dapo, dr_grpo"),
         ({"use_avspo": True, "advantage_estimator": "rloo"}, "conflicts"),
         ({"virtual_sample_strategy": "random"}, "known: stratified"),
-        ({"max_steps": 0}, "max_steps > 0"),
+        ({"max_steps": 0}, "max_steps must be a positive integer, or -1"),
         ({"per_device_train_batch_size": 0}, "per_device_train_batch_size must be a positive integer"),
     ],
 )

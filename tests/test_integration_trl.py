@@ -230,7 +230,7 @@ def test_estimator_state_saved_and_restored_with_trl_checkpoints(tmp_path):
     ("advantage_eps", 0.0, r"advantage_eps must be > 0 .*got 0.0"),
 ])
 def test_the_trl_config_applies_grposcopes_option_ranges(tmp_path, option, value, message):
-    # the one table (trainer/config_checks.RANGES) wherever a GRPOConfig is built: TRL's too
+    # the one table (components/ranges.py) wherever a GRPOConfig is built: TRL's too
     with pytest.raises(ValueError, match=message):
         GRPOConfig(**settings(tmp_path), **{option: value})
 

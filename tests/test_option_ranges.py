@@ -56,7 +56,9 @@ CASES: dict[str, tuple[dict, str]] = {
     "reward_timeout": ({"reward_timeout": 0}, r"reward_timeout must be > 0 .*got 0"),
     "reward_errors": ({"reward_errors": "ignore"}, r"unknown reward_errors 'ignore'"),
     # batch geometry
-    "num_generations": ({"num_generations": 1}, r"num_generations must be >= 2 \(got 1\)"),
+    "num_generations": ({"num_generations": 1},
+                        r"num_generations must be a whole number in \[2, 1,000,000\] \(.*a group of one has no "
+                        r"advantage.*\), got 1"),
     "per_device_train_batch_size": ({"per_device_train_batch_size": -8},
                                     r"per_device_train_batch_size must be a positive integer, got -8"),
     "gradient_accumulation_steps": ({"gradient_accumulation_steps": 0},
@@ -65,7 +67,8 @@ CASES: dict[str, tuple[dict, str]] = {
     "steps_per_generation": ({"steps_per_generation": 0},
                              r"steps_per_generation must be a positive integer .*got 0; or None for"),
     "num_iterations": ({"num_iterations": 0}, r"num_iterations must be a positive integer, got 0"),
-    "max_steps": ({"max_steps": -2}, r"set max_steps > 0, or max_steps=-1 .*got max_steps=-2"),
+    "max_steps": ({"max_steps": -2}, r"max_steps must be a positive integer, or -1 \(.*num_train_epochs "
+                                      r"decides\), got -2"),
     "num_train_epochs": ({"num_train_epochs": -1.0}, r"num_train_epochs must be > 0 .*got -1.0"),
     "max_samples": ({"max_samples": 0}, r"max_samples must be > 0 .*got 0"),
     "max_updates": ({"max_updates": 0}, r"max_updates must be a positive integer .*got 0"),

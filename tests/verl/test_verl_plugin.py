@@ -178,7 +178,7 @@ def test_untested_verl_version_is_refused(monkeypatch):
     ({"advantage_eps": 0.0}, "advantage_eps must be > 0"),
 ])
 def test_verls_keys_get_grposcopes_option_ranges(section, message):
-    # the one table (trainer/config_checks.RANGES) for algorithm.grposcope's keys too
+    # the one table (components/ranges.py) for algorithm.grposcope's keys too
     data = make_batch([1, 0, 1, 0], ["a"] * 4)
     name = "grposcope_grpo" if "advantage_eps" in section else "avspo"
     with pytest.raises(ValueError, match=message):

@@ -88,7 +88,7 @@ def diagnose_command(
                              "kl_drift (--list shows them), or leave --only out for all")
         for name in names or []:
             DETECTORS.get(name)  # an unknown name fails with the known ones
-        from ..diagnose.engine import check_options
+        from ..components.ranges import check_options
 
         check_options(dict(entropy_floor=entropy_floor, kl_bound=kl_bound, num_generations=num_generations,
                            max_completion_length=max_completion_length, max_steps=max_steps, gpus=gpus,

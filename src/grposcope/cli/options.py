@@ -169,8 +169,8 @@ def coerce(name: str, raw: str, hint: Any) -> Any:
                 pass
     if str in origins:
         return raw
+    from ..components.ranges import quoted
     from ..trainer.config import type_name
-    from ..trainer.config_checks import quoted
 
     raise ValueError(f"--{name}: cannot read {quoted(raw)} as {type_name(hint)}")
 

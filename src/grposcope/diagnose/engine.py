@@ -6,55 +6,24 @@ The same call serves `grposcope diagnose`, the report's findings section and the
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
 
+from ..components.ranges import check_options
 from ..runs.record import Run
 from .cost import Cost, run_cost
 from .detectors import DETECTORS, Detector
 from .findings import Finding, rank
 from .stats import finite
 
-# The ranges of Options, one table for `grposcope diagnose`, DiagnoseCallback and the trainers' live diagnosis:
-# name -> (lowest, highest, whether the lowest itself is refused, whether a whole number is asked)
-RANGES: dict[str, tuple[float, float, bool, bool]] = {
-    "entropy_floor": (0.0, math.inf, False, False),
-    "kl_bound": (0.0, math.inf, True, False),  # 0: every logged KL would be drift
-    "success_threshold": (-math.inf, math.inf, False, False),
-    "num_generations": (2, 65_536, False, True),
-    "max_completion_length": (1, 10_000_000, False, True),
-    "max_steps": (1, 1_000_000_000, False, True),
-    "gpus": (1, 1_000_000, False, True),
-    "gpu_hour_cost": (0.0, math.inf, False, False),
-}
-
-
-def check_options(values: dict[str, Any], prefix: str = "") -> None:
-    """Each value of `values` (None: not given) within RANGES, finite, a whole number where one is asked (never
-    a bool); a ValueError names the first that is not (`prefix`: "--" for the command line's spelling)."""
-    for name, value in values.items():
-        if value is None or name not in RANGES:
-            continue
-        low, high, open_low, whole = RANGES[name]
-        kind = "a whole number" if whole else "a finite number"
-        span = (f"({low:,}" if open_low else f"[{low:,}") + f", {high:,}]" if math.isfinite(high) else \
-            ("> " if open_low else ">= ") + f"{low:,}"
-        ok = (not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
-              and (not whole or float(value).is_integer()) and low <= value <= high and not (open_low and value == low))
-        if name == "success_threshold":
-            ok = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
-            span = "any finite reward"
-        if not ok:
-            raise ValueError(f"{prefix}{name} must be {kind} {'in ' if span[0] in '[(' else ''}{span}, got {value!r}")
-
 
 @dataclass(frozen=True)
 class Options:
     """What a log may not say, given by the user (`grposcope diagnose`'s options of the same names). Checked
-    against RANGES when made."""
+    against the one table of option ranges when made (components/ranges.py: a name means what it means in a
+    training config)."""
 
     entropy_floor: float = 0.5  # nats: the entropy_collapse alarm's floor (CollapseMonitor's)
     kl_bound: float = 0.5  # the kl_drift alarm's bound (CollapseMonitor's)
@@ -66,7 +35,9 @@ class Options:
     gpu_hour_cost: float | None = None  # per GPU-hour, for the cost in money
 
     def __post_init__(self) -> None:
-        check_options({name: getattr(self, name) for name in RANGES})
+        check_options({f.name: getattr(self, f.name) for f in fields(self)})
+        if self.max_steps == -1:  # a training config's "num_train_epochs decides": not known here
+            object.__setattr__(self, "max_steps", None)
 
 
 class View:

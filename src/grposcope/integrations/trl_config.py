@@ -19,10 +19,10 @@ from ..components.build import check
 from ..components.fields import TRLEstimatorOptions, TRLRunWideOptions, TRLSamplerOptions
 from ..components.options import declared, unread_component_option
 from ..components.plugins import KWARGS, read_kwargs
+from ..components.ranges import check_options
 from ..core.advantages import ESTIMATORS
 from ..sampling import SAMPLERS, pool_pairing
 from ..trainer import config as own_config
-from ..trainer.config_checks import check_options
 from ..trainer.config_doc import TRL_RUN_WIDE, field_docs
 
 FAMILIES_IN_TRL = ("advantage_estimator", "sampler")

@@ -172,9 +172,9 @@ def unread_elsewhere(section: dict[str, Any], known: set[str], chosen: str, refu
 
 
 def check_ranges(section: dict[str, Any]) -> None:
-    """grposcope's option ranges (trainer/config_checks.RANGES, the one table) on algorithm.grposcope's keys.
+    """grposcope's option ranges (components/ranges.py, the one table) on algorithm.grposcope's keys.
     Imported here, not at the top: the workers import this module and never read options."""
-    from ..trainer.config_checks import check_options
+    from ..components.ranges import check_options
 
     check_options(section)
 
