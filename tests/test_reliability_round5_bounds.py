@@ -133,6 +133,21 @@ def test_simulate_refuses_greso_candidates_of_1e18(tmp_path):
     assert not (tmp_path / "sim.json").exists()
 
 
+
+def test_budgeted_candidates_of_1e18_are_refused_in_one_line(tmp_path, tiny_model_dir, no_loading):
+    # before: simulate ran out of memory building the candidate list (a 48-line allocator traceback)
+    said = ("error: budget_candidates must be in [1, 100] (prompts a step considers, as a multiple of the batch, "
+            "e.g. 4, the default; they are the next prompts of the data stream, so more only holds more of them in "
+            "memory), got 1e+18")
+    assert one_line(simulate(tmp_path, "--sampler", "budgeted", "--sampler_options", "budget_candidates=1e18")) == said
+    assert one_line(train(tmp_path, tiny_model_dir, "--sampler", "budgeted", "--budget_candidates", "1e18")) == said
+
+
+def test_a_budgeted_simulation_too_big_names_sample_budget_not_the_group_size(tmp_path):
+    # before: "lower num_generations or batch_size", neither of which is what asked for 1e12 samples
+    line = one_line(simulate(tmp_path, "--sampler", "budgeted", "--sampler_options", "sample_budget=1000000000000"))
+    assert "1,000,000,000,000 samples a step (sample_budget)" in line and "; lower sample_budget (" in line, line
+
 # --- sampled evaluations -----------------------------------------------------------------------------------
 
 EVAL_BATCH = (r"an evaluation batch needs ~[\d.]+ GiB \((\d+) prompts x 1,000,000,000 completions = [\d,]+ generated "

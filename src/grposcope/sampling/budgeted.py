@@ -53,6 +53,10 @@ def p_mixed(a: torch.Tensor, b: torch.Tensor, g: int) -> torch.Tensor:
     return (1.0 - all_ones - all_zeros).clamp(min=0.0)
 
 
+# The most budget_candidates may be: 1e18 was taken and ran out of memory building the candidate list; 100 x
+# the batch is far more than a step can draw from (greso's filter stops at the same multiple).
+MAX_CANDIDATES = 100
+
 @SAMPLERS.register("budgeted", reads=READS, hosts=("grposcope", "trl", "verl"), options=[
     Option("sample_budget", 'budgeted, knapsack: completions generated per step (default: prompts per generation '
            'x num_generations, what "fixed" spends).'),
@@ -76,6 +80,10 @@ class Budgeted(Sampler):
                  budget_min_p_mixed: float = 0.05, success_threshold: float = 0.5, seed: int = 0) -> None:
         super().__init__(success_threshold, seed)
         check_sample_budget(sample_budget)
+        if not 1 <= budget_candidates <= MAX_CANDIDATES:
+            raise ValueError(f"budget_candidates must be in [1, {MAX_CANDIDATES}] (prompts a step considers, as a "
+                             "multiple of the batch, e.g. 4, the default; they are the next prompts of the data "
+                             f"stream, so more only holds more of them in memory), got {budget_candidates!r}")
         if (budget_candidates < 1 or not 0 < budget_first_round <= 1 or not 0 < budget_decay <= 1
                 or budget_prior_strength <= 0):
             raise ValueError(f"budgeted needs budget_candidates >= 1, 0 < budget_first_round <= 1, 0 < budget_decay "

@@ -53,9 +53,13 @@ def check_memory(*configs: Any, available: int | None = None) -> None:
     for config in configs:
         needed = sim_step_bytes(config)
         if needed > available:
+            budget = sim_samples(config) != config.batch_size * config.num_generations  # budgeted's sample_budget
+            lower = ("sample_budget (--sampler_options sample_budget=N; what fixed spends is batch_size x G = "
+                     f"{config.batch_size * config.num_generations:,})" if budget
+                     else "num_generations or batch_size (or prompts, features)")
             raise RunError(
                 f"a simulated step needs ~{gib(needed)} (G={config.num_generations}, batch_size="
-                f"{config.batch_size}: {sim_samples(config):,} samples a step; prompts={config.prompts}, "
-                f"features={config.features}) but this machine has {gib(available)} available; lower "
-                "num_generations or batch_size (or prompts, features)"
+                f"{config.batch_size}: {sim_samples(config):,} samples a step{' (sample_budget)' if budget else ''}; "
+                f"prompts={config.prompts}, features={config.features}) but this machine has {gib(available)} "
+                f"available; lower {lower}"
             )
