@@ -46,8 +46,11 @@ def pyplot(needed_by: str = "grposcope report") -> Any:
 def as_text(name: str) -> str:
     """`name` (a run's folder name, a title) as matplotlib draws it literally: `$...$` would be read as
     mathtext (a parse error, or another text drawn), and a label that starts with `_` would be left out of
-    the legend. Dollars are escaped; a leading `_` gets a zero-width space in front."""
-    text = name.replace("$", r"\$")
+    the legend. Dollars are escaped; a leading `_` gets a zero-width space in front; control characters are
+    shown escaped (`\x1b`), as in every text grposcope writes (no font has a glyph for them)."""
+    from ..terminal import terminal_safe
+
+    text = terminal_safe(name).replace("$", r"\$")
     return "\u200b" + text if text.startswith("_") else text
 
 
