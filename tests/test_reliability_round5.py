@@ -229,3 +229,20 @@ def test_one_table_of_ranges_for_the_command_line_the_callback_trl_and_verl():
     said.add(str(caught.value))
     assert said == {"kl_bound must be > 0 (the mean per-token KL above which the KL-drift alarm fires, e.g. 0.5), "
                     "got 0.0"}, said
+
+
+def test_a_trainer_state_saved_with_a_byte_order_mark_is_read(tmp_path):
+    # before: "trainer_state.json is not valid JSON (Unexpected UTF-8 BOM ...)"
+    state = (Path(__file__).parent / "fixtures" / "trl_tiny_run").rglob("trainer_state.json")
+    text = next(iter(state)).read_text(encoding="utf-8")
+    (tmp_path / "trainer_state.json").write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+    result = CliRunner().invoke(app, ["diagnose", str(tmp_path / "trainer_state.json")])
+    assert result.exit_code in (0, 1) and "not valid JSON" not in result.output, result.output
+
+
+def test_eval_results_saved_to_a_folder_name_it_as_one(tmp_path):
+    from grposcope.evaluation import EvalResult
+
+    result = EvalResult.__new__(EvalResult)  # the path is checked before anything of the result is read
+    with pytest.raises(IsADirectoryError, match="is a folder; name a file in it, e.g. .*eval.json"):
+        result.save(tmp_path, overwrite=True)

@@ -109,6 +109,8 @@ class EvalResult:
     ) -> Path:
         """Writes `to_dict(config)` as JSON, atomically; an existing file is replaced only with overwrite."""
         path = Path(path)
+        if path.is_dir():  # overwrite could not replace a folder with a file
+            raise IsADirectoryError(f"{path} is a folder; name a file in it, e.g. {path / 'eval.json'}")
         if path.exists() and not overwrite:
             raise FileExistsError(
                 f"{path} already exists; pass overwrite=True to replace it, or choose another path"

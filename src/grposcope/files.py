@@ -13,7 +13,7 @@ from pathlib import Path
 
 def read_utf8(path: str | os.PathLike[str]) -> str:
     """The file's text; a file that is not UTF-8 raises ValueError naming where the first bad byte is."""
-    data = open(path, "rb").read()
+    data = Path(path).read_bytes()
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:

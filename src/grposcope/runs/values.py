@@ -45,7 +45,7 @@ def number(value: Any) -> float | None:
 
 def read_json(path: Path) -> Any:
     try:
-        with path.open(encoding="utf-8") as handle:
+        with path.open(encoding="utf-8-sig") as handle:  # a byte-order mark (a Windows editor's save) is skipped
             return json.load(handle)
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise ValueError(f"{path} is not valid JSON ({err}); is the file complete?") from None
