@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -32,24 +31,55 @@ def test_every_declared_option_is_a_field_of_both_configs_with_its_default():
         assert fields[name] == option.default, name
 
 
-def test_mypy_sees_an_avspo_option_and_reports_a_misspelt_one(tmp_path):
-    pytest.importorskip("mypy")
-    script = tmp_path / "user_script.py"
-    script.write_text(textwrap.dedent("""\
-        from grposcope import GRPOConfig
+USER_SCRIPT = """\
+from grposcope import GRPOConfig
+from grposcope.integrations.trl import GRPOConfig as TRLGRPOConfig
 
-        good = GRPOConfig(use_avspo=True, acr_threshold_init=0.4, virtual_sample_alpha=0.3)
-        bad = GRPOConfig(use_avspo=True, acr_treshold_init=0.4)
-    """))
-    config = tmp_path / "mypy.ini"
-    # grposcope's own modules are read for their types but not checked (follow_imports=silent); torch,
-    # transformers and the rest are not read at all, which keeps the check to seconds
-    config.write_text("[mypy]\nfollow_imports = silent\nignore_missing_imports = True\n"
-                      "[mypy-torch.*,transformers.*,numpy.*,scipy.*,yaml.*,rich.*,typer.*,safetensors.*]\n"
-                      "follow_imports = skip\n")
-    result = subprocess.run([sys.executable, "-m", "mypy", "--config-file", str(config), "--no-incremental",
-                             str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=600,
-                            env={"MYPYPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"})
+good = GRPOConfig(use_avspo=True, acr_threshold_init=0.3)
+bad = GRPOConfig(use_avspo=True, acr_threshhold_init=0.3)
+trl_good = TRLGRPOConfig(output_dir="out", use_avspo=True, acr_threshold_init=0.3)
+trl_bad = TRLGRPOConfig(output_dir="out", use_avspo=True, acr_threshhold_init=0.3)
+"""
+
+
+def test_the_package_ships_its_py_typed_marker():
+    # without it (PEP 561) a user's mypy says "module is installed, but missing library stubs or py.typed
+    # marker" and checks nothing against grposcope
+    import grposcope
+
+    assert (Path(grposcope.__file__).parent / "py.typed").is_file()
+
+
+def test_mypy_sees_both_configs_and_reports_a_misspelt_option(tmp_path):
+    """A user's script against the installed package, as the user's mypy reads it: grposcope, TRL and
+    transformers are read for their types (follow_imports=silent: what mypy does with an installed package),
+    torch and the other heavy ones not at all, which keeps the check under a minute."""
+    pytest.importorskip("mypy")
+    pytest.importorskip("trl")
+    (tmp_path / "user_script.py").write_text(USER_SCRIPT)
+    (tmp_path / "mypy.ini").write_text(
+        "[mypy]\nfollow_imports = silent\nignore_missing_imports = True\n"
+        "[mypy-torch.*,numpy.*,scipy.*,yaml.*,rich.*,typer.*,safetensors.*]\nfollow_imports = skip\n")
+    result = subprocess.run([sys.executable, "-m", "mypy", "--config-file", "mypy.ini", "--no-incremental",
+                             "user_script.py"], capture_output=True, text=True, cwd=tmp_path, timeout=900)
     lines = [line for line in result.stdout.splitlines() if line.startswith("user_script.py")]
-    assert len(lines) == 1, result.stdout + result.stderr
-    assert ':4: error: Unexpected keyword argument "acr_treshold_init" for "GRPOConfig"' in lines[0]
+    assert [line.split(":")[1] for line in lines] == ["5", "7"], result.stdout + result.stderr
+    assert all('Unexpected keyword argument "acr_threshhold_init" for "GRPOConfig"' in line for line in lines)
+
+
+def test_pyright_sees_both_configs_and_reports_a_misspelt_option(tmp_path):
+    """The same script through pyright (the checker behind VS Code), pointed at this interpreter's packages.
+    The TRL config's help decorator is typed to return the class it gets: typed `type -> type`, pyright saw a
+    bare `type` and took any keyword."""
+    pytest.importorskip("trl")
+    pyright = Path(sys.executable).with_name("pyright")
+    if not pyright.exists():
+        pytest.skip("pyright is not installed (pip install 'grposcope[test]')")
+    (tmp_path / "user_script.py").write_text(USER_SCRIPT)
+    (tmp_path / "pyrightconfig.json").write_text(
+        '{"include": ["user_script.py"], "pythonVersion": "3.11"}')
+    result = subprocess.run([str(pyright), "--pythonpath", sys.executable, "user_script.py"], capture_output=True,
+                            text=True, cwd=tmp_path, timeout=900)
+    errors = [line.strip() for line in result.stdout.splitlines() if " - error: " in line]
+    assert [e.split(":")[1] for e in errors] == ["5", "7"], result.stdout + result.stderr
+    assert all('No parameter named "acr_threshhold_init"' in e for e in errors)

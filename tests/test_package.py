@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import grposcope
 from grposcope.cli import app
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,7 +34,9 @@ def test_uninstalled_source_tree_reads_pyprojects_version(monkeypatch):
         raise importlib.metadata.PackageNotFoundError(name)
 
     monkeypatch.setattr(importlib.metadata, "version", not_installed)
-    assert grposcope._version() == PROJECT["version"]
+    from grposcope.version import package_version
+
+    assert package_version() == PROJECT["version"]
 
 
 def test_license_files_exist_and_hold_the_apache_text():

@@ -95,11 +95,11 @@ class EvalResult:
     def to_dict(self, config: dict[str, Any] | None = None) -> dict[str, Any]:
         """The results file's content: the config used (settings, reward functions, `config`), the
         metrics, the figures overall and per level, and the records."""
-        from . import __version__
+        from .version import package_version
 
         used = {**asdict(self.settings), "reward_funcs": self.reward_funcs, **(config or {})}
         return {
-            "grposcope_version": __version__, "config": used, "metrics": self.metrics,
+            "grposcope_version": package_version(), "config": used, "metrics": self.metrics,
             "overall": self.overall, "levels": self.levels, "seconds": round(self.seconds, 3),
             "records": self.records,
         }

@@ -2,7 +2,7 @@
 grposcope's own `GRPOConfig` (docs/usage.md), with the same name and default:
 
 - the run-wide ones (`advantage_estimator`, `use_avspo`, `sampler`, `success_threshold`, `acr_ema_lambda`,
-  `kl_bound`), their docs read from grposcope's config, where they are written once;
+  `kl_bound`, ...: components/fields.py's TRLRunWideOptions), with grposcope's config's docs;
 - every option an advantage estimator or a sampler declares where it is registered (`acr_threshold_init`,
   `virtual_sample_alpha`, `all_wrong_max_share`, `max_gen_batches`, ...). TRL's own `scale_rewards` is grpo's
   option. The policy loss stays TRL's (`loss_type`, `epsilon`, `epsilon_high`, ...).
@@ -12,28 +12,34 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from typing import TypeVar
 
 from trl import GRPOConfig as TRLGRPOConfig
 
 from ..components.build import check
+from ..components.families import estimator_with_avspo
+from ..components.field_docs import field_docs
 from ..components.fields import TRLEstimatorOptions, TRLRunWideOptions, TRLSamplerOptions
 from ..components.options import declared, unread_component_option
 from ..components.plugins import KWARGS, read_kwargs
 from ..components.ranges import check_options
 from ..core.advantages import ESTIMATORS
 from ..sampling import SAMPLERS, pool_pairing
-from ..trainer import config as own_config
-from ..trainer.config_doc import TRL_RUN_WIDE, field_docs
 
 FAMILIES_IN_TRL = ("advantage_estimator", "sampler")
 # What runs in TRL is declared where each entry is registered (hosts=...)
 SAMPLERS_IN_TRL = tuple(SAMPLERS.names_in("trl"))
 
 
-def _with_help(cls: type) -> type:
-    """TRL's parser (HfArgumentParser) shows `metadata["help"]`: give grposcope's fields theirs, the text
-    written once in grposcope's config or at the component's registration."""
-    docs = {**field_docs(), **{name: option.doc for name, option in declared().items()}}
+RUN_WIDE = tuple(f.name for f in dataclasses.fields(TRLRunWideOptions))  # grposcope's run-wide fields here
+ConfigClass = TypeVar("ConfigClass", bound=type)
+
+
+def _with_help(cls: ConfigClass) -> ConfigClass:
+    """TRL's parser (HfArgumentParser) shows `metadata["help"]`: give grposcope's fields theirs, the docstrings
+    of components/fields.py (rendered from grposcope's config and the components' registrations). Typed as
+    returning the class it is given, so that type checkers still see GRPOConfig's fields."""
+    docs = {**field_docs(TRLRunWideOptions), **{name: option.doc for name, option in declared().items()}}
     for f in dataclasses.fields(cls):
         if f.name in docs and not f.metadata:
             f.metadata = {"help": " ".join(docs[f.name].split())}
@@ -51,7 +57,7 @@ class GRPOConfig(TRLSamplerOptions, TRLEstimatorOptions, TRLRunWideOptions, TRLG
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self.advantage_estimator = own_config.estimator_with_avspo(self.advantage_estimator, self.use_avspo)
+        self.advantage_estimator = estimator_with_avspo(self.advantage_estimator, self.use_avspo)
         ESTIMATORS.get(self.advantage_estimator)  # an unknown name fails with the known ones
         SAMPLERS.get(self.sampler)
         if "trl" not in ESTIMATORS.hosts(self.advantage_estimator):
@@ -74,7 +80,7 @@ class GRPOConfig(TRLSamplerOptions, TRLEstimatorOptions, TRLRunWideOptions, TRLG
                 "reward per completion, TRL's weighted sum of the reward functions; set "
                 "multi_objective_aggregation='sum_then_normalize' (TRL's default)")
         # grposcope's own ranges for its fields (TRL checks its own): the one table, as in grposcope's config
-        check_options({name: getattr(self, name) for name in (*TRL_RUN_WIDE, *declared()) if hasattr(self, name)})
+        check_options({name: getattr(self, name) for name in (*RUN_WIDE, *declared()) if hasattr(self, name)})
         for family in FAMILIES_IN_TRL:  # a plug-in's keyword arguments, from JSON on TRL's command line
             setattr(self, KWARGS[family], read_kwargs(KWARGS[family], getattr(self, KWARGS[family])))
         # a bad option fails here, before any model is loaded; the instances are kept for the run

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..components.build import check as check_components
-from ..components.families import FAMILIES
+from ..components.families import FAMILIES, estimator_with_avspo
 from ..components.fields import EstimatorOptions, LossOptions, SamplerOptions
 from ..components.options import checked_entries
 from ..components.plugins import KWARGS, read_kwargs
@@ -40,18 +40,6 @@ LOSS_TYPES = {
     "dr_grpo": "seq_mean_token_sum_norm",  # Dr. GRPO (arXiv 2503.20783): sum / max_completion_length
 }
 LR_SCHEDULERS = ("linear", "constant", "cosine")
-
-
-def estimator_with_avspo(advantage_estimator: str, use_avspo: bool) -> str:
-    """The advantage estimator a config runs: `use_avspo=True` (the AVSPO paper's switch) is
-    advantage_estimator="avspo", and clashes with any other estimator chosen. This config and the TRL
-    integration's (integrations/trl_config.py) both resolve it here."""
-    if use_avspo and advantage_estimator not in ("grpo", "avspo"):
-        raise ValueError(
-            f"use_avspo=True conflicts with advantage_estimator={advantage_estimator!r}: "
-            "AVSPO is its own estimator; drop one of the two"
-        )
-    return "avspo" if use_avspo else advantage_estimator
 
 
 @dataclass

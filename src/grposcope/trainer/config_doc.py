@@ -17,16 +17,19 @@ BEGIN, END = "<!-- config-table:begin -->", "<!-- config-table:end -->"
 
 
 def field_docs() -> dict[str, str]:
-    """GRPOConfig's run-wide fields and their docstrings, read from config.py (the one place they are written),
-    for the options table and for configs that reuse a field (the TRL integration's)."""
+    """GRPOConfig's run-wide fields and their docstrings, read from config.py (the one place they are written)."""
+    from ..components.field_docs import field_docs as docs_of
+    from .config import GRPOConfig
+
+    own = docs_of(GRPOConfig)
+    return {name: own[name] for name in _own_fields()}
+
+
+def _own_fields() -> list[str]:
+    """The fields GRPOConfig declares itself (not those it inherits from the components' mixins), in order."""
     source = (Path(__file__).parent / "config.py").read_text()
     cls = next(n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == "GRPOConfig")
-    docs = {}
-    for node, after in zip(cls.body, cls.body[1:] + [None]):
-        if isinstance(node, ast.AnnAssign):
-            has_doc = isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
-            docs[node.target.id] = " ".join(after.value.value.split()) if has_doc else ""
-    return docs
+    return [n.target.id for n in cls.body if isinstance(n, ast.AnnAssign)]
 
 
 def config_table() -> str:
