@@ -38,9 +38,9 @@ def test_lower_layers_import_nothing_above_them(code, forbidden):
     assert not [m for m in forbidden if m in loaded], [m for m in forbidden if m in loaded]
 
 
-def _module_imports(src) -> dict[str, set[str]]:
+def _module_imports(src, deferred: bool = False) -> dict[str, set[str]]:
     """grposcope's modules -> the grposcope modules each imports when it is imported (module level, not under
-    TYPE_CHECKING; an import inside a function runs later, when both modules are loaded)."""
+    TYPE_CHECKING); with `deferred`, also the imports inside its functions, which run later."""
     import ast
     from pathlib import Path
 
@@ -56,25 +56,28 @@ def _module_imports(src) -> dict[str, set[str]]:
             node = todo.pop()
             if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
                 continue
-            if isinstance(node, (ast.If, ast.Try)):
-                todo += node.body + node.orelse + getattr(node, "finalbody", [])
-                todo += [n for h in getattr(node, "handlers", []) for n in h.body]
-            elif isinstance(node, ast.Import):
+            if isinstance(node, ast.Import):
                 found |= {a.name for a in node.names}
             elif isinstance(node, ast.ImportFrom):
                 base = ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else [])) \
                     if node.level else node.module
                 found |= {f"{base}.{a.name}" if f"{base}.{a.name}" in files else base for a in node.names}
+            elif isinstance(node, (ast.If, ast.Try)):
+                todo += node.body + node.orelse + getattr(node, "finalbody", [])
+                todo += [n for h in getattr(node, "handlers", []) for n in h.body]
+            elif deferred:
+                todo += [child for child in ast.iter_child_nodes(node) if isinstance(child, ast.stmt)]
         graph[name] = {m for m in found if m in files and m != name}
     return graph
 
 
 def test_no_module_imports_one_that_imports_it_back():
-    """Registration needs no circle: a family's registry imports its entries' modules on the first lookup
+    """No circle, counting the imports inside functions too (they run later, but a circle is still a circle to
+    read). Registration needs none: a family's registry imports its entries' modules on the first lookup
     (core.registry), so no registry module imports its entries at its bottom and is imported back."""
     from pathlib import Path
 
-    graph = _module_imports(Path(__file__).resolve().parents[1] / "src")
+    graph = _module_imports(Path(__file__).resolve().parents[1] / "src", deferred=True)
     assert len(graph) > 100
     circles = []
     for start in graph:  # a path from a module back to itself
@@ -102,3 +105,35 @@ def test_a_familys_entries_do_not_depend_on_what_was_imported_first(first):
     assert result.stdout.split("\n")[0] == (
         "['fixed', 'dynamic', 'reinforce_ada', 'greso', 'knapsack', 'budgeted'] ['grpo', 'cispo', 'gspo'] "
         "['transformers']")
+
+
+# DESIGN.md's layer map, top to bottom: a part may import its own layer and those below, never one above.
+LAYERS = [
+    {"cli", "grposcope", "sweep"},  # the commands; the package root re-exports the trainer
+    {"integrations"},
+    {"trainer"},
+    {"reports", "diagnose", "evaluation"},
+    {"runs", "sim"},
+    {"components"},
+    {"rollout", "rewards", "data", "models", "logging"},
+    {"sampling"},
+    {"core"},
+    {"errors", "files", "manifest", "terminal", "machine", "eval_settings", "presets", "version"},  # leaves
+]
+
+
+def test_no_import_goes_up_the_layer_map():
+    """Every import between grposcope's parts, those inside functions included, goes down DESIGN.md's layer
+    map or stays in its layer; a new part must be placed in LAYERS."""
+    from pathlib import Path
+
+    rank = {part: i for i, layer in enumerate(LAYERS) for part in layer}
+    graph = _module_imports(Path(__file__).resolve().parents[1] / "src", deferred=True)
+
+    def part(module: str) -> str:
+        return module.split(".")[1] if "." in module else module
+
+    unplaced = {part(m) for m in graph} - set(rank)
+    assert not unplaced, f"place these in LAYERS: {sorted(unplaced)}"
+    up = sorted(f"{a} -> {b}" for a, targets in graph.items() for b in targets if rank[part(b)] < rank[part(a)])
+    assert up == [], up

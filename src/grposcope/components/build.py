@@ -55,3 +55,17 @@ def check(config: Any, entries: list[tuple[str, str]]) -> None:
         instance = make(config, family, name)
         if name == getattr(config, family, None):
             keep(config, family, instance)
+
+
+def make_with(family: str, name: str, options: dict[str, Any], seed: int | None = None) -> Any:
+    """Entry `name` of `family` from a mapping of options, for a host without a GRPOConfig (the simulator's
+    `*_kwargs`, verl's algorithm.grposcope section): the one policy for another entry's option (dropped with a
+    warning naming what reads it, components.options), and the run's `seed` when the entry takes one and the
+    options set none. A dotted path is a plug-in (its keyword arguments are `options`)."""
+    from .options import without_unread
+
+    registry = FAMILIES[family]
+    if dotted(name):
+        return registry.make(name, **options)
+    seeded = {"seed": seed} if seed is not None and registry.takes(name, "seed") else {}
+    return registry.make(name, **{**seeded, **without_unread(family, name, options)})

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from ..components.build import make_with
 from ..components.plugins import KWARGS, plugin_params, read_kwargs
 from ..components.state import read_state_file
 from ..core.advantages import ESTIMATORS, AdvantageEstimator
@@ -202,7 +203,7 @@ class Slot:
             if self.estimator is not None:
                 logger.warning("algorithm.%s changed: advantage estimator %r starts again from its initial state",
                                CONFIG_KEY, self.name)
-            self.estimator, self.params = ESTIMATORS.make(NAMES[self.name], **params), dict(params)
+            self.estimator, self.params = make_with("advantage_estimator", NAMES[self.name], params), dict(params)
             if self.pending is not None:
                 self.estimator.load_state_dict(self.pending)
                 self.pending = None

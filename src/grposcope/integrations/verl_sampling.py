@@ -406,7 +406,10 @@ def checked_sampler(config: Any) -> tuple[str, dict[str, Any]]:
 
 
 def make_sampler(name: str, params: dict[str, Any]) -> Sampler:
-    return SAMPLERS.make(name, **params)
+    """The sampler, built as every host builds its components (components.build)."""
+    from ..components.build import make_with
+
+    return make_with("sampler", name, params)
 
 
 def install(trainer: Any) -> SampledRollouts:
