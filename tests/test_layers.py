@@ -105,35 +105,3 @@ def test_a_familys_entries_do_not_depend_on_what_was_imported_first(first):
     assert result.stdout.split("\n")[0] == (
         "['fixed', 'dynamic', 'reinforce_ada', 'greso', 'knapsack', 'budgeted'] ['grpo', 'cispo', 'gspo'] "
         "['transformers']")
-
-
-# DESIGN.md's layer map, top to bottom: a part may import its own layer and those below, never one above.
-LAYERS = [
-    {"cli", "grposcope", "sweep"},  # the commands; the package root re-exports the trainer
-    {"integrations"},
-    {"trainer"},
-    {"reports", "diagnose", "evaluation"},
-    {"runs", "sim"},
-    {"components"},
-    {"rollout", "rewards", "data", "models", "logging"},
-    {"sampling"},
-    {"core"},
-    {"errors", "files", "manifest", "terminal", "machine", "eval_settings", "presets", "version"},  # leaves
-]
-
-
-def test_no_import_goes_up_the_layer_map():
-    """Every import between grposcope's parts, those inside functions included, goes down DESIGN.md's layer
-    map or stays in its layer; a new part must be placed in LAYERS."""
-    from pathlib import Path
-
-    rank = {part: i for i, layer in enumerate(LAYERS) for part in layer}
-    graph = _module_imports(Path(__file__).resolve().parents[1] / "src", deferred=True)
-
-    def part(module: str) -> str:
-        return module.split(".")[1] if "." in module else module
-
-    unplaced = {part(m) for m in graph} - set(rank)
-    assert not unplaced, f"place these in LAYERS: {sorted(unplaced)}"
-    up = sorted(f"{a} -> {b}" for a, targets in graph.items() for b in targets if rank[part(b)] < rank[part(a)])
-    assert up == [], up

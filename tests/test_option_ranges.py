@@ -136,7 +136,7 @@ CASES: dict[str, tuple[dict, str]] = {
     "scale_rewards": ({"scale_rewards": "per_token"}, r"unknown scale_rewards 'per_token'"),
     "pool_std": ({"pool_std": "yes"}, r"option pool_std"),
     "sample_budget": ({"sample_budget": 0}, r"sample_budget must be an int >= 1 .*got 0"),
-    "budget_candidates": ({"budget_candidates": 0.5}, r"budget_candidates >= 1, .*got 0.5, 0.75"),
+    "budget_candidates": ({"budget_candidates": 0.5}, r"budget_candidates must be in \[1, 100\] .*got 0.5"),
     "budget_first_round": ({"budget_first_round": 0.0}, r"budget_first_round <= 1, .*got 4.0, 0.0,"),
     "budget_decay": ({"budget_decay": 1.5}, r"0 < budget_decay <= 1 .*got 4.0, 0.75, 1.5 and 2.0"),
     "budget_prior_strength": ({"budget_prior_strength": 0.0}, r"budget_prior_strength > 0, got .* and 0.0"),

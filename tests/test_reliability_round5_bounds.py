@@ -65,7 +65,7 @@ def test_train_refuses_a_billion_knapsack_groups_in_one_line(tmp_path, tiny_mode
 
 
 def test_simulate_refuses_a_hundred_million_knapsack_groups_in_one_line(tmp_path):
-    result = simulate(tmp_path, "--sampler", "knapsack", "--sampler_options", "knapsack_max_groups=100000000")
+    result = simulate(tmp_path, "--sampler", "knapsack", "--knapsack_max_groups", "100000000")
     assert one_line(result) == f"error: {KNAPSACK_GROUPS}100000000"
     assert not (tmp_path / "sim.json").exists()
 
@@ -82,7 +82,7 @@ def test_train_refuses_a_knapsack_budget_it_could_never_spend(tmp_path, tiny_mod
 
 def test_simulate_refuses_a_knapsack_budget_it_could_never_spend(tmp_path):
     # 256 prompts x 4 groups x 16 = 16,384 completions a step at most
-    result = simulate(tmp_path, "--sampler", "knapsack", "--sampler_options", "sample_budget=1000000000000")
+    result = simulate(tmp_path, "--sampler", "knapsack", "--sample_budget", "1000000000000")
     assert one_line(result) == (
         "error: sample_budget=1,000,000,000,000 is more than knapsack can spend in a step: 256 prompts x "
         "knapsack_max_groups=4 x num_generations=16 = 16,384 completions; lower sample_budget to at most 16,384, or "
@@ -128,7 +128,7 @@ def test_train_refuses_greso_candidates_of_1e18(tmp_path, tiny_model_dir, no_loa
 
 
 def test_simulate_refuses_greso_candidates_of_1e18(tmp_path):
-    result = simulate(tmp_path, "--sampler", "greso", "--sampler_options", "greso_max_candidates=1e18")
+    result = simulate(tmp_path, "--sampler", "greso", "--greso_max_candidates", "1e18")
     assert one_line(result) == f"error: {GRESO_CANDIDATES}"
     assert not (tmp_path / "sim.json").exists()
 
@@ -139,13 +139,13 @@ def test_budgeted_candidates_of_1e18_are_refused_in_one_line(tmp_path, tiny_mode
     said = ("error: budget_candidates must be in [1, 100] (prompts a step considers, as a multiple of the batch, "
             "e.g. 4, the default; they are the next prompts of the data stream, so more only holds more of them in "
             "memory), got 1e+18")
-    assert one_line(simulate(tmp_path, "--sampler", "budgeted", "--sampler_options", "budget_candidates=1e18")) == said
+    assert one_line(simulate(tmp_path, "--sampler", "budgeted", "--budget_candidates", "1e18")) == said
     assert one_line(train(tmp_path, tiny_model_dir, "--sampler", "budgeted", "--budget_candidates", "1e18")) == said
 
 
 def test_a_budgeted_simulation_too_big_names_sample_budget_not_the_group_size(tmp_path):
     # before: "lower num_generations or batch_size", neither of which is what asked for 1e12 samples
-    line = one_line(simulate(tmp_path, "--sampler", "budgeted", "--sampler_options", "sample_budget=1000000000000"))
+    line = one_line(simulate(tmp_path, "--sampler", "budgeted", "--sample_budget", "1000000000000"))
     assert "1,000,000,000,000 samples a step (sample_budget)" in line and "; lower sample_budget (" in line, line
 
 # --- sampled evaluations -----------------------------------------------------------------------------------

@@ -195,8 +195,8 @@ def test_simulate_command_writes_json_table_and_plot(tmp_path):
 def test_simulate_command_routes_options_and_reports_errors(tmp_path):
     runner, out = CliRunner(), tmp_path / "sim.json"
     base = ["simulate", *CLI_SMALL, "--output", str(out)]
-    ok = runner.invoke(app, base + ["--sampler", "fixed,reinforce_ada", "--sampler_options",
-                                    "exit_rule=pos,reinforce_ada.round_size=4"])
+    # each option is a flag of its own, as grposcope train takes it, given to the listed samplers that take it
+    ok = runner.invoke(app, base + ["--sampler", "fixed,reinforce_ada", "--exit_rule", "pos", "--round_size", "4"])
     assert ok.exit_code == 0, ok.output
     options = [r["config"]["sampler_options"] for r in json.loads(out.read_text())["runs"]]
     assert options == [{}, {"exit_rule": "pos", "round_size": 4}]
@@ -204,8 +204,11 @@ def test_simulate_command_routes_options_and_reports_errors(tmp_path):
     assert again.exit_code == 2 and "--overwrite" in again.output
     bad = runner.invoke(app, base + ["--overwrite", "--sampler", "fixd"])
     assert bad.exit_code == 2 and f"known: {', '.join(SAMPLERS.names())}" in bad.output
-    typo = runner.invoke(app, base + ["--overwrite", "--sampler_options", "exit_rul=pos"])
-    assert typo.exit_code == 2 and "none of fixed takes an option 'exit_rul'" in typo.output
+    typo = runner.invoke(app, base + ["--overwrite", "--exit_rul", "pos"])
+    assert typo.exit_code == 2 and "No such option: --exit_rul (Possible options: --exit_rule)" in typo.output
+    unread = runner.invoke(app, base + ["--overwrite", "--exit_rule", "pos"])
+    assert unread.exit_code == 2 and "--exit_rule: none of the simulation's samplers and estimators (fixed, " \
+        "grpo) takes it; it is read by sampler reinforce_ada" in unread.output.replace("\n", "")
 
 
 def test_plot_without_matplotlib_says_how_to_install_it(tmp_path, monkeypatch):

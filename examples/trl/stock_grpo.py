@@ -6,7 +6,7 @@ prompts and a last-number reward keep it self-contained (nothing downloaded but 
 
     python examples/trl/stock_grpo.py --model_name_or_path MODEL --output_dir stock_out --max_steps 8 \
         --use_cpu true --bf16 false
-    grposcope report stock_out --out stock_report
+    grposcope report stock_out -o stock_report
 """
 
 from __future__ import annotations

@@ -54,31 +54,42 @@ class _OneLineUsageErrors(TyperGroup):
 def both_spellings(group: Any, args: list[str]) -> list[str]:
     """`args` with each `--an-option` the invoked command declares as `--an_option` (or the other way) spelled
     as declared: every option answers to both, as TRL's and transformers' parsers take them. The help shows
-    the declared spelling only."""
+    the declared spelling only. An old spelling (RENAMED) is taken with one `note:` line naming the new one."""
     command = group.commands.get(args[0]) if args else None
     if command is None:
         return args
     known = {name for param in command.params for name in (*getattr(param, "opts", ()),
                                                            *getattr(param, "secondary_opts", ()))}
+    # declared only for an old spelling whose values the new one reads otherwise (simulate --sampler_options)
+    hidden = {name for param in command.params if getattr(param, "hidden", False) for name in param.opts}
     out = list(args[:1])
     for i, arg in enumerate(args[1:], 1):
         if arg == "--":  # what follows is not options
             return out + list(args[i:])
         name, eq, value = arg.partition("=")
         if name.startswith("--") and name not in known:
-            if name in RENAMED and RENAMED[name] in known:
-                typer.secho(f"note: {name} is now {RENAMED[name]}; {name} still works, and will go in a later "
-                            "version", err=True)
-                name = RENAMED[name]
             for other in ("--" + name[2:].replace("-", "_"), "--" + name[2:].replace("_", "-")):
                 if other in known:
                     name = other
                     break
+        if name in RENAMED and RENAMED[name] in known and (name not in known or name in hidden):
+            typer.secho(f"note: {name} is now {RENAMED_AS.get(name, RENAMED[name])}; {name} still works, and "
+                        "will go in a later version", err=True)
+            name = name if name in known else RENAMED[name]
         out.append(name + eq + value)
     return out
 
 
-RENAMED = {"--out": "--output"}  # old option -> its name now, one across commands (report, probe and sweep had --out)
+# Old option -> its name now, one vocabulary across commands: report, probe and sweep had --out; simulate had
+# --estimator, --sampler_options and --estimator_options where train has --advantage_estimator and *_kwargs.
+RENAMED = {"--out": "--output", "--estimator": "--advantage_estimator", "--sampler_options": "--sampler_kwargs",
+           "--estimator_options": "--advantage_estimator_kwargs"}
+# what the note says where the new spelling also reads its values otherwise (key=value pairs -> flags, JSON)
+RENAMED_AS = {
+    old: f"a flag per option, as in grposcope train (e.g. {example}), and {new} '{{json}}' for a plug-in's other "
+         "keyword arguments"
+    for old, new, example in (("--sampler_options", "--sampler_kwargs", "--exit_rule pos"),
+                              ("--estimator_options", "--advantage_estimator_kwargs", "--virtual_sample_alpha 0.5"))}
 
 
 def usage_error_line(err: Any, args: list[str] = ()) -> str:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
+import typer.core
 
 from ..files import atomic_output, check_output_file, write_text_atomic
 from ..sim.memory import check_memory
@@ -23,12 +24,30 @@ _SIM = _sim_defaults()
 _SIM_ERRORS = (*USER_ERRORS, ImportError)  # ImportError: --plot without matplotlib
 
 
-@app.command("simulate")
+class _SimulateCommand(typer.core.TyperCommand):
+    """`simulate`, whose --help ends with the samplers' and estimators' flags; built only when help is shown,
+    because it imports the registries (and torch)."""
+
+    @property
+    def epilog(self) -> str:
+        from .sim_options import component_help
+
+        return component_help()
+
+    @epilog.setter
+    def epilog(self, value: Any) -> None:
+        pass
+
+
+@app.command("simulate", cls=_SimulateCommand,
+             context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def simulate_command(
+    ctx: typer.Context,
     sampler: str = typer.Option(_SIM["sampler"], "--sampler", help="Registered sampler names, comma "
                                 "separated: one run each, at the same seed (the same prompts)."),
-    estimator: str = typer.Option(_SIM["estimator"], "--estimator", help="Registered advantage estimator "
-                                  "names, comma separated (several: every sampler with every estimator)."),
+    advantage_estimator: str = typer.Option(_SIM["estimator"], "--advantage_estimator", help="Registered "
+                                            "advantage estimator names, comma separated (several: every sampler "
+                                            "with every estimator)."),
     prompts: int = typer.Option(_SIM["prompts"], "--prompts", help="Training prompts N."),
     num_generations: int = typer.Option(_SIM["num_generations"], "--num_generations",
                                         help="Samples per group G."),
@@ -47,25 +66,35 @@ def simulate_command(
                                          "logits (higher: more prompts near 0% or 100% success)."),
     heldout_frac: float = typer.Option(_SIM["heldout_frac"], "--heldout_frac", help="Held-out prompts, as a "
                                        "fraction of N, never trained on."),
-    sampler_options: Optional[str] = typer.Option(None, "--sampler_options", help="key=value pairs, comma "
-                                                  "separated, given to every sampler that takes them; keys are "
-                                                  "grposcope train's option names (reinforce_ada.exit_rule=pos: "
-                                                  "to that one only)."),
-    estimator_options: Optional[str] = typer.Option(None, "--estimator_options", help="The same, for the "
-                                                    "estimators (e.g. avspo.virtual_sample_alpha=0.5)."),
+    sampler_kwargs: Optional[str] = typer.Option(None, "--sampler_kwargs", help="A plug-in sampler's keyword "
+                                                 "arguments that are no flag of their own, as JSON, as grposcope "
+                                                 "train takes them (e.g. '{\"rounds\": 2}')."),
+    advantage_estimator_kwargs: Optional[str] = typer.Option(None, "--advantage_estimator_kwargs", help="The "
+                                                             "same, for a plug-in estimator (e.g. "
+                                                             "'{\"eps\": 0.001}')."),
+    sampler_options: Optional[str] = typer.Option(None, "--sampler_options", hidden=True),  # old: app.RENAMED
+    estimator_options: Optional[str] = typer.Option(None, "--estimator_options", hidden=True),
     output: Path = typer.Option(Path("simulation.json"), "--output", "-o", help="Results JSON: config, summary and "
                                 "per-step history of every run."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Also draw accuracy and informative fraction vs "
                                         "samples generated (a .png; needs matplotlib)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace existing --output / --plot files."),
 ) -> None:
-    """Simulate RLVR training on Bernoulli rewards to compare samplers and estimators (docs/simulator.md)."""
+    """Simulate RLVR training on Bernoulli rewards to compare samplers and estimators (docs/simulator.md). Each
+    option of a sampler or estimator is a flag of its own, as in grposcope train (listed below).
+
+    \b
+    Examples:
+      grposcope simulate --sampler fixed,dynamic,reinforce_ada,budgeted --plot plot.png
+      grposcope simulate --sampler reinforce_ada --advantage_estimator pool --exit_rule pos
+      grposcope simulate --advantage_estimator grpo,avspo --acr_threshold_init 0.2 --difficulty_mean -3
+    """
     options = dict(locals())
     import json
 
     _console_logging()
     try:
-        configs = _sim_configs(options)
+        configs = _sim_configs(options, ctx)
         check_memory(*configs)  # every run fits in this machine's memory, before the first one starts
         for path, flag, name in ((output, "--output", "simulation.json"), (plot, "--plot", "simulation.png")):
             if path is not None:
@@ -87,20 +116,22 @@ def simulate_command(
                + (f", plot to {plot}" if plot is not None else ""))
 
 
-def _sim_configs(o: dict[str, Any]) -> list[Any]:
+def _sim_configs(o: dict[str, Any], ctx: Any) -> list[Any]:
     """One SimConfig per (sampler, estimator), everything checked before the first run."""
-    from ..core.advantages import ESTIMATORS
-    from ..sampling import SAMPLERS
     from ..sim import SimConfig
+    from .sim_options import route_all
 
-    samplers, estimators = _names(o["sampler"], "--sampler"), _names(o["estimator"], "--estimator")
-    sampler_opts = _route_options(o["sampler_options"], samplers, SAMPLERS, "--sampler_options")
-    estimator_opts = _route_options(o["estimator_options"], estimators, ESTIMATORS, "--estimator_options")
+    samplers = _names(o["sampler"], "--sampler")
+    estimators = _names(o["advantage_estimator"], "--advantage_estimator")
+    routed = route_all(ctx.args, {"sampler": samplers, "advantage_estimator": estimators},
+                       {"sampler": o["sampler_kwargs"], "advantage_estimator": o["advantage_estimator_kwargs"]},
+                       {"sampler": o["sampler_options"], "advantage_estimator": o["estimator_options"]}, ctx)
     shared = {key: o[key] for key in ("prompts", "num_generations", "steps", "batch_size", "lr", "seed",
                                       "features", "shared_skill", "difficulty_mean", "difficulty_std",
                                       "heldout_frac")}
-    return [SimConfig(sampler=s, estimator=e, sampler_options=sampler_opts[s],
-                      estimator_options=estimator_opts[e], **shared) for s in samplers for e in estimators]
+    return [SimConfig(sampler=s, estimator=e, sampler_options=routed["sampler"][s],
+                      estimator_options=routed["advantage_estimator"][e], **shared)
+            for s in samplers for e in estimators]
 
 
 def _names(text: str, flag: str) -> list[str]:
@@ -108,33 +139,6 @@ def _names(text: str, flag: str) -> list[str]:
     if not names:
         raise ValueError(f"{flag} needs at least one name")
     return names
-
-
-def _route_options(text: str | None, names: list[str], registry: Any, flag: str) -> dict[str, dict[str, Any]]:
-    """`key=value,name.key=value` -> each name's keyword arguments. An unscoped key goes to every name whose
-    factory takes it, and must fit at least one; values are read as JSON (5, true, null), else as text."""
-    import json
-
-    routed: dict[str, dict[str, Any]] = {name: {} for name in names}
-    for item in (part.strip() for part in (text or "").split(",")):
-        if not item:
-            continue
-        key, eq, raw = item.partition("=")
-        if not eq or not key.strip():
-            raise ValueError(f"{flag}: cannot read {item!r}; write key=value, e.g. exit_rule=pos")
-        scope, dot, key = key.strip().rpartition(".")
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError:
-            value = raw.strip()
-        if dot and scope not in routed:
-            raise ValueError(f"{flag}: {scope!r} is not one of the runs' names ({', '.join(names)})")
-        targets = [scope] if dot else [n for n in names if registry.takes(n, key)]
-        if not targets:
-            raise ValueError(f"{flag}: none of {', '.join(names)} takes an option {key!r}")
-        for name in targets:
-            routed[name][key] = value
-    return routed
 
 
 def _pyplot() -> Any:

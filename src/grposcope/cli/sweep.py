@@ -99,8 +99,9 @@ def _plan(extra: list[str], out: Path, backend: str, group_sizes: str, levels: s
     check_writable(out, "--output", folder=True)
     names = len({p.sampler for p in points})
     if backend == "simulate":
-        base = {**_sim_options(base), "steps": max_steps}
-        return [(p, out / p.name(names), sweep.sim_config(p, base)) for p in points]
+        base, components = _sim_options(base)
+        base["steps"] = max_steps
+        return [(p, out / p.name(names), sweep.sim_config(p, _point_options(base, components, p))) for p in points]
     base = coerce_all(base)
     if config is None:
         from ..presets import preset
@@ -111,18 +112,43 @@ def _plan(extra: list[str], out: Path, backend: str, group_sizes: str, levels: s
     return [(p, out / p.name(names), sweep.train_values(p, base, out / p.name(names))) for p in points]
 
 
-def _sim_options(values: dict[str, Any]) -> dict[str, Any]:
-    """SimConfig fields from the command line or a YAML, typed; an unknown name fails with the known ones."""
+def _sim_options(values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """SimConfig fields from the command line or a YAML, typed, and apart from them the samplers' and
+    estimators' options, flags of their own as train takes them (cli/sim_options.py); an unknown name fails
+    with the known ones."""
     import typing
 
     from ..sim.config import SimConfig
     from .options import coerce
+    from .sim_options import component_flags
 
-    hints = typing.get_type_hints(SimConfig)
-    unknown = sorted(set(values) - set(hints))
+    hints, flags = typing.get_type_hints(SimConfig), component_flags()
+    unknown = sorted(set(values) - set(hints) - set(flags))
     if unknown:
-        raise ValueError(f"unknown simulator option(s) {unknown}; SimConfig's fields: {', '.join(sorted(hints))}")
-    return {k: coerce(k, v, hints[k]) if isinstance(v, str) else v for k, v in values.items()}
+        raise ValueError(f"unknown simulator option(s) {unknown}; SimConfig's fields: {', '.join(sorted(hints))}; "
+                         "and the samplers' and estimators' options (grposcope simulate --help lists them)")
+    fields = {k: coerce(k, v, hints[k]) if isinstance(v, str) else v for k, v in values.items() if k in hints}
+    components = {k: coerce(k, v, flags[k]) if isinstance(v, str) else v for k, v in values.items()
+                  if k not in hints}
+    return fields, components
+
+
+def _point_options(base: dict[str, Any], components: dict[str, Any], point: Any) -> dict[str, Any]:
+    """A run's SimConfig fields: each component option given to the run's sampler or estimator when it takes
+    it, or when another entry of its family declares it (the run then says that it is not used, as a train
+    run does: components/options.py)."""
+    from ..components.families import FAMILIES
+    from ..components.options import declared
+
+    options = declared()
+    out = {"sampler_options": dict(base.get("sampler_options") or {}),
+           "estimator_options": dict(base.get("estimator_options") or {})}
+    for key, value in components.items():
+        for family, name, field in (("sampler", point.sampler, "sampler_options"),
+                                    ("advantage_estimator", point.estimator, "estimator_options")):
+            if FAMILIES[family].takes(name, key) or (key in options and options[key].family == family):
+                out[field][key] = value
+    return {**base, **out}
 
 
 def _changed_runs(plan: list[tuple], out: Path, backend: str, redo: bool) -> set[str]:

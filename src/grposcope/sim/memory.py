@@ -41,11 +41,12 @@ def check_memory(*configs: Any, available: int | None = None) -> None:
     """Raises RunError for the first config whose step cannot fit in `available` bytes (default: this
     machine's, `available_memory`), before any run allocates: the message says how big and what to lower. Each
     config's sampler checks its own step first (`Sampler.check_step`: knapsack's budget and table)."""
-    from .run import build_sampler  # torch: only when a run is about to start
+    from ..components.build import make_with  # the samplers import torch: only when a run is about to start
 
     available = available_memory() if available is None else available
     for config in configs:
-        check_step = getattr(build_sampler(config), "check_step", None)  # a plug-in may not derive from Sampler
+        sampler = make_with("sampler", config.sampler, config.sampler_options, config.seed)
+        check_step = getattr(sampler, "check_step", None)  # a plug-in may not derive from Sampler
         if check_step is not None:
             check_step(config.batch_size, config.num_generations, available)
     if available is None:
@@ -54,7 +55,7 @@ def check_memory(*configs: Any, available: int | None = None) -> None:
         needed = sim_step_bytes(config)
         if needed > available:
             budget = sim_samples(config) != config.batch_size * config.num_generations  # budgeted's sample_budget
-            lower = ("sample_budget (--sampler_options sample_budget=N; what fixed spends is batch_size x G = "
+            lower = ("sample_budget (--sample_budget N; what fixed spends is batch_size x G = "
                      f"{config.batch_size * config.num_generations:,})" if budget
                      else "num_generations or batch_size (or prompts, features)")
             raise RunError(

@@ -17,8 +17,7 @@ from typing import Any, Iterator
 
 import torch
 
-from ..components.families import FAMILIES
-from ..components.options import without_unread
+from ..components.build import make_with
 from ..core import advantages
 from ..core.diagnostics import CollapseMonitor
 from ..sampling import Sampler
@@ -110,21 +109,13 @@ def _step(config: SimConfig, pop: Population, p: torch.Tensor, sampler: Sampler,
 
 def build_sampler(config: SimConfig) -> Sampler:
     """The registry's sampler (or a plug-in's, by dotted path), seeded from the run's seed unless its options
-    set one."""
-    return _seeded("sampler", config.sampler, config.seed, config.sampler_options)
+    set one: built as every host builds its components (components.build)."""
+    return make_with("sampler", config.sampler, config.sampler_options, config.seed)
 
 
 def build_estimator(config: SimConfig) -> advantages.AdvantageEstimator:
     """The registry's estimator (stateful ones, such as avspo, live for the whole run)."""
-    return _seeded("advantage_estimator", config.estimator, config.seed, config.estimator_options)
-
-
-def _seeded(family: str, name: str, seed: int, options: dict) -> Any:
-    """Entry `name` of `family` with `options`, under the one policy for another entry's option
-    (grposcope.components.options), and the run's seed when it takes one."""
-    registry = FAMILIES[family]
-    seeded = {"seed": seed} if registry.takes(name, "seed") else {}
-    return registry.make(name, **{**seeded, **without_unread(family, name, options)})
+    return make_with("advantage_estimator", config.estimator, config.estimator_options, config.seed)
 
 
 def summarize(history: dict[str, list[float]], initial_accuracy: float, g: int) -> dict[str, float]:
