@@ -11,6 +11,14 @@ field per declared option (trainer/options.py). `hosts` names the trainers an en
 own, TRL's subclass, verl's plugin. It is declared here, at the entry, and read by every host and by the docs'
 table; no host keeps its own list.
 
+A family whose entries live in modules of their own finds them itself: its registry is given its package once
+(`package=`), and its first lookup imports every module of that package (`entry_modules`), each of which
+registers its entries when imported. No list of modules to keep up to date, so no entry can be forgotten in one:
+a new module in the package is found. Modules that hold no entry (the base class, the registry, helpers) are
+imported too and register nothing; `_private` modules and subpackages are skipped. Where the order of the
+entries matters (tables, forecasts), the registry names it (`first=`, `last=`); an entry not named there is
+listed between the two, in the order of its module's name, never left out.
+
 A plug-in from outside the package is named by its dotted path, "package.module:Name" (torchtune's way of
 naming a component, with the colon of Python's entry points): `get` imports that module, and only it, the first
 time the name is looked up, and registers what it names with no declared option. Its options are its keyword
@@ -21,6 +29,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import pkgutil
 import typing
 import warnings
 from dataclasses import dataclass
@@ -69,6 +78,13 @@ RENAMED: dict[tuple[str, str], dict[str, str]] = {
 }
 
 
+def entry_modules(package: str) -> list[str]:
+    """The dotted names of the modules in `package` that may register entries, by name: every module of it but
+    its `_private` ones and its subpackages (imports `package`, not its modules)."""
+    path = importlib.import_module(package).__path__
+    return sorted(f"{package}.{m.name}" for m in pkgutil.iter_modules(path) if not m.ispkg and m.name[0] != "_")
+
+
 class Registry(Generic[T]):
     """Maps names to factories (classes or functions) of one plug-in family.
 
@@ -78,11 +94,12 @@ class Registry(Generic[T]):
     ...     def __init__(self, scale_rewards: str = "group"): ...
     """
 
-    def __init__(self, kind: str, entry_modules: Iterable[str] = (), plugins: bool = False,
-                 base: type | None = None) -> None:
-        """`entry_modules`: the modules whose import registers the family's own entries, imported on the first
-        lookup. The registry's module imports none of them, and they import it: no circle, and no entry depends
-        on which module a program happened to import first. Their order is the order tables list them in.
+    def __init__(self, kind: str, package: str | None = None, first: Iterable[str] = (), last: Iterable[str] = (),
+                 plugins: bool = False, base: type | None = None) -> None:
+        """`package`: the package whose modules register the family's own entries (`entry_modules`), all
+        imported on the first lookup. The registry's module imports none of them, and they import it: no
+        circle, and no entry depends on which module a program happened to import first. `first`, `last`: the
+        order tables list the entries in (`ordered`), where it matters; an entry named in neither comes between.
         `plugins`: a dotted path "package.module:Name" names an entry from outside (`plugin`); `base`: the class
         such an entry must derive from (None: a class whose instances are called, as the policy losses are)."""
         self.kind = kind
@@ -91,17 +108,20 @@ class Registry(Generic[T]):
         self._options: dict[str, tuple[Option, ...]] = {}
         self._reads: dict[str, tuple[str, ...]] = {}
         self._hosts: dict[str, tuple[str, ...]] = {}
-        self._entry_modules = tuple(entry_modules)
-        self._loaded = not self._entry_modules
+        self.package = package
+        self.first, self.last = tuple(first), tuple(last)
+        self._modules: tuple[str, ...] = ()  # the package's modules, found on the first lookup
+        self._loaded = False
         self._plugins: set[str] = set()  # entries loaded from a dotted path (`plugin`)
         self._takes_plugins = plugins
 
     def _load(self) -> None:
-        """Imports the entry modules once, before the first lookup."""
-        if self._loaded:
+        """Imports every module of the package once, before the first lookup: each registers its entries."""
+        if self._loaded or self.package is None:
             return
         self._loaded = True  # first: an entry module that looks an entry up while it loads does not recurse
-        for module in self._entry_modules:
+        self._modules = tuple(entry_modules(self.package))
+        for module in self._modules:
             importlib.import_module(module)
 
     def register(self, name: str, options: Iterable[Option] = (), reads: Iterable[str] = (),
@@ -252,13 +272,22 @@ class Registry(Generic[T]):
         return [name for name in self.ordered() if host in self._hosts[name]]
 
     def ordered(self) -> list[str]:
-        """Every entry, the family's own in the order of `entry_modules` (each module's in the order it
-        registers them), then others in the order they were registered: the same order whichever module was
+        """Every entry: the family's own, those named in `first` in that order, then the others by their
+        module's name (each module's in the order it registers them), then those named in `last`; then entries
+        registered from elsewhere, in the order they were registered. The same order whichever module was
         imported first."""
         self._load()
-        rank = {module: i for i, module in enumerate(self._entry_modules)}
-        names = [name for name in self._entries if name not in self._plugins]
-        return sorted(names, key=lambda n: rank.get(getattr(self._entries[n], "__module__", ""), len(rank)))
+        rank = {module: i for i, module in enumerate(self._modules)}
+
+        def place(name: str) -> tuple[int, int]:
+            if name in self.first:
+                return 0, self.first.index(name)
+            if name in self.last:
+                return 2, self.last.index(name)
+            module = getattr(self._entries[name], "__module__", "")
+            return (1, rank[module]) if module in rank else (3, 0)
+
+        return sorted((name for name in self._entries if name not in self._plugins), key=place)
 
     def default(self, name: str, option: Option) -> tuple[Any, Any]:
         """The default and the type of `option` of entry `name`: its keyword's in the entry's signature."""

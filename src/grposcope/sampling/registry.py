@@ -1,14 +1,14 @@
-"""The sampler family's registry. Each sampler's module registers itself here on import; the registry imports
-them on its first lookup (core.registry), so this module imports none of them and none imports the package."""
+"""The sampler family's registry. Each module of this package that defines a sampler registers it here on
+import; the registry imports every module of the package on its first lookup (core.registry, `entry_modules`),
+so this module imports none of them, none imports the package, and a new sampler's module is found, not listed."""
 
 from __future__ import annotations
 
 from ..core.registry import Registry
 from .base import Sampler
 
-# In the order forecasts and tables list them (SAMPLERS.names_in): the baseline first, grposcope's own last.
-# Each declares the trainers it runs in (`hosts`, docs/integrations.md "What runs where").
-SAMPLERS: Registry[Sampler] = Registry("sampler", entry_modules=(
-    "grposcope.sampling.fixed", "grposcope.sampling.dynamic", "grposcope.sampling.reinforce_ada",
-    "grposcope.sampling.greso", "grposcope.sampling.knapsack",
-    "grposcope.sampling.budgeted"), plugins=True, base=Sampler)
+# The order forecasts and tables list them (SAMPLERS.names_in): the baseline first, grposcope's own last; a
+# sampler named in neither comes between, by its module's name. Each declares the trainers it runs in (`hosts`,
+# docs/integrations.md "What runs where").
+SAMPLERS: Registry[Sampler] = Registry("sampler", package=__package__, first=(
+    "fixed", "dynamic", "reinforce_ada", "greso", "knapsack"), last=("budgeted",), plugins=True, base=Sampler)

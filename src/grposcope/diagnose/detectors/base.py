@@ -1,4 +1,9 @@
-"""The detectors' base class and their registry (one per plug-in family, core/registry.py)."""
+"""The detectors' base class and their registry (one per plug-in family, core/registry.py).
+
+The registry finds the detectors itself: its first lookup imports every module of this package
+(core.registry, `entry_modules`), and each module's `@register` classes register then. A new detector is a class
+in a module here; no import line lists it.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ from ..findings import Finding, Fix, Ref
 if TYPE_CHECKING:
     from ..engine import View
 
-DETECTORS: Registry["Detector"] = Registry("detector")
+DETECTORS: Registry["Detector"] = Registry("detector", package=__package__)  # listed and run by name
 
 
 class Detector:

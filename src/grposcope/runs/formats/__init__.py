@@ -8,9 +8,11 @@ A format is three things behind one interface:
 - `keys`: what it knows, said in the docs and in the error that lists the formats.
 
 The registry is a dict and a decorator, as every plug-in family's (core/registry.py): `FORMATS[name]`, and
-`claiming(path)` asks each format in registration order, the most specific first (a folder of grposcope's or
-TRL's before a file of any step metrics, a console log last: any text holds a line that looks like one).
-A new format is one module in `MODULES` plus a test.
+`claiming(path)` asks each format in the order of its priority, the most specific first (a folder of grposcope's
+or TRL's before a file of any step metrics, a console log last: any text holds a line that looks like one).
+The registry finds the formats itself, as the plug-in families' registries do: its first lookup imports every
+module of this package (core.registry's `entry_modules`), and each registers its formats. A new format is one
+module here, whose `@register` gives its `priority`, plus a test; nothing lists the module.
 """
 
 from __future__ import annotations
@@ -20,12 +22,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from ...core.registry import entry_modules
+
 if TYPE_CHECKING:
     from ..load import ReadOptions
     from ..record import Run
 
-# the modules that register a format, in the order their formats are asked
-MODULES = ("grposcope_log", "trl", "verl", "wandb", "tensorboard", "table", "console", "folder")
+# Where each format is asked, a lower priority first (each format's `register(..., priority=N)`): the most specific
+# first, the catch-alls last (any JSONL or CSV with a step column is a table, any text a console log, and a folder
+# is joined from the formats above).
 
 
 @dataclass(frozen=True)
@@ -38,34 +43,36 @@ class LogFormat:
     claims: Callable[[Path], bool]
     read: Callable[[Path, str, "ReadOptions"], "Run"]
     keys: str = ""
+    priority: float = 0.0  # where `claiming` asks it: a lower one first
 
 
 FORMATS: dict[str, LogFormat] = {}
 _loaded = False
 
 
-def register(name: str, what: str, claims: Callable[[Path], bool], keys: str = "") -> Callable:
-    """Decorates a format's reader, with its content check."""
+def register(name: str, what: str, claims: Callable[[Path], bool], keys: str = "", *, priority: float) -> Callable:
+    """Decorates a format's reader, with its content check and its place among the formats asked (`priority`,
+    a lower one first: the most specific formats first, grposcope's own at 10, a folder of logs last at 90)."""
+    place = priority
 
     def wrap(read: Callable) -> Callable:
         if name in FORMATS:
             raise ValueError(f"log format {name!r} is registered twice")
-        FORMATS[name] = LogFormat(name, what, claims, read, keys)
+        FORMATS[name] = LogFormat(name, what, claims, read, keys, place)
         return read
 
     return wrap
 
 
 def formats() -> list[LogFormat]:
-    """Every format, in the order they are asked: MODULES' order, whichever module was imported first (importing
-    them the first time)."""
+    """Every format, in the order they are asked: by priority, whichever module was imported first (importing
+    every module of this package the first time: each registers its formats)."""
     global _loaded
     if not _loaded:
-        for module in MODULES:
-            importlib.import_module(f"{__name__}.{module}")
+        for module in entry_modules(__name__):
+            importlib.import_module(module)
         _loaded = True
-    order = {module: i for i, module in enumerate(MODULES)}
-    return sorted(FORMATS.values(), key=lambda f: order.get(f.read.__module__.rpartition(".")[2], len(order)))
+    return sorted(FORMATS.values(), key=lambda f: (f.priority, f.name))
 
 
 def get(name: str) -> LogFormat:

@@ -127,7 +127,7 @@ def claims(path: Path) -> bool:
 
 
 @register("console", "a console log (TRL's printed dicts, verl's `step:N - key:value` lines, `step N ... "
-          "key=value` lines, or --pattern)", claims, keys="any printed key, through the catalogue")
+          "key=value` lines, or --pattern)", claims, keys="any printed key, through the catalogue", priority=80)
 def read(path: Path, name: str, options: ReadOptions) -> Run:
     collect = Collector(path, dict(options.mapping))
     kind = "pattern" if options.pattern else dialect(path)

@@ -43,7 +43,7 @@ def claims(path: Path) -> bool:
 
 
 @register("folder", "a folder of one run's log files of the formats above, joined on the step", claims,
-          keys="each file's own")
+          keys="each file's own", priority=90)
 def read(path: Path, name: str, options: ReadOptions) -> Run:
     from .table import read as read_table
 

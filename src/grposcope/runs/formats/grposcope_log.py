@@ -49,7 +49,7 @@ def claims(path: Path) -> bool:
     return path.name == LOG and not any((found := resolve(k)) and found[0] in (REWARD, ACR) for k in keys)
 
 
-@register("grposcope", "metrics.jsonl (grposcope)", claims, keys="docs/metrics.md's names")
+@register("grposcope", "metrics.jsonl (grposcope)", claims, keys="docs/metrics.md's names", priority=10)
 def read(path: Path, name: str, options: ReadOptions | None = None) -> Run:
     run = _grposcope_run(path if path.is_file() else path / LOG, name)
     run.found = "a grposcope run (metrics.jsonl)"

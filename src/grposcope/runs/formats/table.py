@@ -133,7 +133,8 @@ def _records(path: Path, kind: str, problems: list[str], parsed: list[dict[str, 
 
 
 @register("table", "a JSONL or CSV of step metrics (a step column: step, global_step, _step, iteration, iter, "
-          "update, ... or --step_key)", claims, keys="any key, through the catalogue and its plain spellings")
+          "update, ... or --step_key)", claims, keys="any key, through the catalogue and its plain spellings",
+          priority=70)
 def read(path: Path, name: str, options: ReadOptions, held_out: bool = False) -> Run:
     """The table's steps; `held_out`: the file holds an evaluation's figures (a run folder's `eval_history.json`),
     so its keys are read as held-out ones (`accuracy` as `eval_accuracy`)."""

@@ -154,7 +154,8 @@ def claims(path: Path) -> bool:
 
 
 @register("tensorboard", "TensorBoard events (events.out.tfevents.*)", claims,
-          keys="train/<key> and eval/<key> tags as transformers writes them; any other tag through the catalogue")
+          keys="train/<key> and eval/<key> tags as transformers writes them; any other tag through the catalogue",
+          priority=50)
 def read_tensorboard(path: Path, name: str, options: ReadOptions | None = None) -> Run:
     """The event files of one run. Several run folders under `path` (transformers writes runs/<date_host>/, one
     per launch): the newest that holds scalars is read and the others named."""

@@ -68,7 +68,8 @@ def claims(path: Path) -> bool:
 
 @register("trl", "a transformers / TRL trainer state (log_history; trainer_state.json under any name), its "
           "output folder or checkpoint, or completions/completions_*.parquet (log_completions=True)", claims,
-          keys="TRL's and transformers' log keys (reward, frac_reward_zero_std, rewards/<f>/mean, eval_reward, ...)")
+          keys="TRL's and transformers' log keys (reward, frac_reward_zero_std, rewards/<f>/mean, eval_reward, ...)",
+          priority=20)
 def read(path: Path, name: str, options: ReadOptions) -> Run:
     run = _stock_trl_run(path, name, options)
     if path.is_dir():

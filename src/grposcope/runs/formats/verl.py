@@ -38,7 +38,7 @@ def claims_logger(path: Path) -> bool:
 
 
 @register("verl", "{step}.jsonl files (a verl rollout dump, trainer.rollout_data_dir)", claims_dump,
-          keys="each line's prompt, response and score (rollouts.py)")
+          keys="each line's prompt, response and score (rollouts.py)", priority=30)
 def read_dump(path: Path, name: str, options: ReadOptions) -> Run:
     """A verl rollout dump, with the metrics of the file logger beside it when there is exactly one."""
     from ..engine_runs import verl_logger_beside
@@ -61,7 +61,7 @@ def read_dump(path: Path, name: str, options: ReadOptions) -> Run:
 
 
 @register("verl-logger", "verl's file-logger .jsonl", claims_logger,
-          keys="verl's metric names (critic/score/mean, actor/entropy, val-core/..., ...)")
+          keys="verl's metric names (critic/score/mean, actor/entropy, val-core/..., ...)", priority=35)
 def read_logger(path: Path, name: str, options: ReadOptions | None = None) -> Run:
     if path.is_dir():
         path = _logger_in(path)

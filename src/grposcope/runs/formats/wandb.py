@@ -100,7 +100,7 @@ def claims(path: Path) -> bool:
     return is_wandb(path)
 
 
-@register("wandb", "a W&B run (*.wandb)", claims, keys="history rows' keys through the catalogue")
+@register("wandb", "a W&B run (*.wandb)", claims, keys="history rows' keys through the catalogue", priority=40)
 def read_wandb(path: Path, name: str, options: ReadOptions | None = None) -> Run:
     """A W&B run folder (offline or synced; the folder, its .wandb file, or the wandb/ folder above runs, whose
     newest run is read and the others named): history rows, and the config from its records, its
