@@ -30,7 +30,7 @@ from ..runs import catalogue as c
 from .signals import collapse_series, no_signal_mask, rewards_alike, signal_known
 
 if TYPE_CHECKING:
-    from .engine import View
+    from .view import View
 
 
 MISSING = ("the log holds no collapse share (frac_reward_zero_std), no mean reward in [0, 1] over 4 or more steps "

@@ -19,7 +19,7 @@ import numpy as np
 from ..runs import catalogue as c
 
 if TYPE_CHECKING:
-    from .engine import View
+    from .view import View
 
 ZERO_GRAD = 0.0  # a gradient norm of exactly this is a step without signal ("exactly 0", as logged)
 ASSUMED_G = 8  # completions per prompt when neither the log nor --num_generations says (TRL's default)

@@ -11,24 +11,12 @@ Notation: a run's `series[name]` is aligned with its `steps`; a step that did no
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from .file_content import check_text
 from .file_kinds import check_file, check_folder
+from .read_options import ReadOptions
 from .record import Run
-
-
-@dataclass(frozen=True)
-class ReadOptions:
-    """How a log is read (`grposcope diagnose` / `report`'s options of the same names)."""
-
-    success_threshold: float | None = None  # None: 0.5 for rewards in [0, 1], else the midpoint of those seen
-    entropy_floor: float = 0.5
-    kl_bound: float = 0.5
-    step_key: str | None = None  # a table's step column, when none of the common names
-    mapping: tuple[tuple[str, str], ...] = field(default=())  # (key, metric): --map KEY=METRIC
-    pattern: str | None = None  # a console log's line format: a regex with a named group `step`
 
 
 def run_kind(path: Path) -> str | None:

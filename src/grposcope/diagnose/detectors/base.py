@@ -13,7 +13,7 @@ from ...core.registry import Registry
 from ..findings import Finding, Fix, Ref
 
 if TYPE_CHECKING:
-    from ..engine import View
+    from ..view import View
 
 DETECTORS: Registry["Detector"] = Registry("detector", package=__package__)  # listed and run by name
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Callable
 from ...core.registry import entry_modules
 
 if TYPE_CHECKING:
-    from ..load import ReadOptions
+    from ..read_options import ReadOptions
     from ..record import Run
 
 # Where each format is asked, a lower priority first (each format's `register(..., priority=N)`): the most specific

@@ -27,7 +27,7 @@ from ..file_kinds import not_a_file
 from . import register
 
 if TYPE_CHECKING:
-    from ..load import ReadOptions
+    from ..read_options import ReadOptions
     from ..record import Run
 
 NOT_TEXT = {".json", ".jsonl", ".csv", ".tsv", ".parquet", ".safetensors", ".bin", ".pt", ".wandb", ".gz", ".zip",

@@ -16,7 +16,7 @@ from ..values import join_runs
 from . import LogFormat, register
 
 if TYPE_CHECKING:
-    from ..load import ReadOptions
+    from ..read_options import ReadOptions
     from ..record import Run
 
 SHOWN = 5  # files named in what was read; the others counted

@@ -15,7 +15,7 @@ from ..values import number, odd_notes, read_json
 from . import register
 
 if TYPE_CHECKING:
-    from ..load import ReadOptions
+    from ..read_options import ReadOptions
 
 LOG = "metrics.jsonl"
 

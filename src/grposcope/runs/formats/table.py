@@ -20,7 +20,7 @@ from ..file_kinds import not_a_file
 from . import register
 
 if TYPE_CHECKING:
-    from ..load import ReadOptions
+    from ..read_options import ReadOptions
     from ..record import Run
 
 SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "csv", ".json": "json"}

@@ -21,7 +21,7 @@ from ..record import Run
 from . import register
 
 if TYPE_CHECKING:
-    from ..load import ReadOptions
+    from ..read_options import ReadOptions
 
 TB_GLOB = "events.out.tfevents.*"
 TB_ARGS = "args/text_summary"  # transformers' TensorBoardCallback: add_text("args", args.to_json_string())

@@ -25,7 +25,7 @@ from ..values import add_rollouts, bad_step, is_step, join_runs, number, odd_not
 from . import register
 
 if TYPE_CHECKING:
-    from ..load import ReadOptions
+    from ..read_options import ReadOptions
 
 STATE = "trainer_state.json"
 SNIFF = 1 << 20  # a state's `log_history` key comes early (transformers sorts its keys); the first MiB decides

@@ -18,7 +18,7 @@ from ..values import add_rollouts
 from . import register
 
 if TYPE_CHECKING:
-    from ..load import ReadOptions
+    from ..read_options import ReadOptions
 
 
 def _logger_in(folder: Path) -> Path | None:

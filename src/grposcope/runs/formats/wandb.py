@@ -21,7 +21,7 @@ from ..record import Run
 from . import register
 
 if TYPE_CHECKING:
-    from ..load import ReadOptions
+    from ..read_options import ReadOptions
 
 
 WANDB_GLOB = "*.wandb"

@@ -1,0 +1,19 @@
+"""`ReadOptions`: what the user says of a log that it cannot say itself, for every reader (formats/) and the
+commands that read runs. A module of its own, so that the readers and load.py, which asks them, import it and
+not each other."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """How a log is read (`grposcope diagnose` / `report`'s options of the same names)."""
+
+    success_threshold: float | None = None  # None: 0.5 for rewards in [0, 1], else the midpoint of those seen
+    entropy_floor: float = 0.5
+    kl_bound: float = 0.5
+    step_key: str | None = None  # a table's step column, when none of the common names
+    mapping: tuple[tuple[str, str], ...] = field(default=())  # (key, metric): --map KEY=METRIC
+    pattern: str | None = None  # a console log's line format: a regex with a named group `step`
