@@ -96,8 +96,8 @@ def test_every_command_is_named_on_the_cli_row():
 
 
 @pytest.mark.parametrize("record", ["Rollout", "ScoredDraw", "Selection", "AdvantageOutput", "TrainBatch",
-                                    "Generation", "UpdateFigures", "TrainerState", "GenerationFigures",
-                                    "OptimizerFigures", "StepMetrics"])
+                                    "Generation", "Drawn", "LoggedFigures", "UpdateFigures", "TrainerState",
+                                    "GenerationFigures", "OptimizerFigures", "Update", "StepMetrics"])
 def test_the_steps_records_are_described_where_they_live(record):
     table = DOC.read_text().split("### The step's records", 1)[1].split("###", 1)[0]
     line = next((row for row in table.splitlines() if row.startswith(f"| `{record}` |")), None)

@@ -60,12 +60,19 @@ def test_metrics_md_names_table_is_the_catalogues():
                                     "paste grposcope.runs.catalogue.names_table() between its markers")
 
 
+STEP = ("_step", "_generate", "_optimize")  # GRPOTrainer's step: sample, score, estimate, loss, step, monitor
+
+
 def test_architecture_md_shows_the_trainers_own_grpo_step():
     from grposcope.trainer.trainer import GRPOTrainer
 
     text = (DOCS / "architecture.md").read_text()
+    first = re.search(r"^## (.+)$", text, re.MULTILINE).group(1)
+    assert first == "One GRPO step", f"docs/architecture.md opens with 'One GRPO step', not {first!r}"
     block = text.split("<!-- grpo-step:start -->\n", 1)[1].split("<!-- grpo-step:end -->", 1)[0]
-    source = "\n".join(textwrap.dedent(inspect.getsource(f)) for f in (GRPOTrainer._generate, GRPOTrainer._optimize))
+    source = "\n".join(textwrap.dedent(inspect.getsource(getattr(GRPOTrainer, name))) for name in STEP)
     assert block == f"```python\n{source}```\n", (
-        "docs/architecture.md's 'One GRPO step' differs from GRPOTrainer._generate and _optimize "
+        f"docs/architecture.md's 'One GRPO step' differs from GRPOTrainer.{', '.join(STEP)} "
         "(trainer/trainer.py): paste their source between the grpo-step markers")
+    code = [line for line in source.splitlines() if line.strip()]
+    assert len(code) <= 55, f"the step shown is {len(code)} lines: it should read on one screen (about 40)"

@@ -207,6 +207,18 @@ def completion_logps(
     return logp, (torch.cat(entropies)[back] if with_entropy else None)
 
 
+@torch.no_grad()
+def logps_in_chunks(model, batch: TrainBatch, size: int, temperature: float) -> torch.Tensor:
+    """Log-probs of the completion tokens under `model`, without a graph, `size` rows at a time (the memory of
+    one micro-batch): the sampling policy's, the reference's, or the policy's after an update.  -> (n, T) on
+    the CPU, float32, 0 past each chunk's width"""
+    out = torch.zeros(len(batch), batch.completion_ids.shape[1])  # (n, T)
+    for rows in torch.arange(len(batch)).split(size):
+        logp, _ = completion_logps(model, batch.rows(rows), temperature, with_entropy=False)
+        out[rows, : logp.shape[1]] = logp.float().cpu()
+    return out
+
+
 def _pad(x: torch.Tensor, t: int) -> torch.Tensor:
     """(r, T_r) -> (r, T), zeros on the right."""
     return torch.nn.functional.pad(x, (0, t - x.shape[1]))

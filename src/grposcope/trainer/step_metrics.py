@@ -19,8 +19,10 @@ A line of metrics.jsonl is `StepMetrics.metrics()`. Its names come from these pr
     the step's clock                  StepMetrics.seconds, PhaseTimer.take()   perf/step_s, perf/<phase>_s
     evaluation (eval_steps)           GRPOTrainer.evaluate()                   eval/accuracy, eval/accuracy/<level>
 
-The first five are measured once per generation batch (`GenerationFigures.metrics()`, kept in `Generation.metrics`
-and in checkpoints) and logged on every optimizer step it feeds; the monitor runs on its first step only.
+The first five are measured once per generation batch (`GenerationFigures`, kept in `Generation.figures`, in
+checkpoints as the metrics it gives) and logged on every optimizer step it feeds; the monitor runs on its first
+step only. The phases hand each other records of data (`Generation`, `Update`); `StepMetrics.of` makes the
+step's line of them, after the step.
 Nothing the run decides is read back from these names: `max_samples` counts `Selection.samples_generated`.
 docs/metrics.md documents every name; its section "Adding a metric" says where a new one goes.
 """
@@ -28,58 +30,13 @@ docs/metrics.md documents every name; its section "Adding a metric" says where a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import NamedTuple
 
-from .generation import UpdateFigures
+import torch
 
-
-@dataclass
-class GenerationFigures:
-    """What a generation batch measured when it was drawn, scored and given advantages."""
-
-    rewards: dict[str, float]  # Drawer.reward_metrics(): over every sample drawn
-    sampler: dict[str, float]  # Selection.metrics: sampler/*
-    reward_mean: float  # reward/mean: of the completions that reach the loss
-    reward_std: float  # reward/std
-    mean_length: float  # completion/mean_length
-    truncated_frac: float  # completion/truncated_frac
-    prompts_cut_frac: float  # prompt/truncated_frac
-    gen_tokens_per_s: float  # perf/gen_tokens_per_s
-    advantages: dict[str, float]  # AdvantageOutput.metrics: the estimator's own (avspo/*)
-    kl_penalty: float | None = None  # kl/reward_penalty, with kl_in_reward
-
-    @classmethod
-    def measure(cls, drawer: Any, selection: Any, rollout: Any, estimate: Any, kl_penalty: float | None,
-                generation_seconds: float) -> "GenerationFigures":
-        """The figures of the kept completions (`selection`, `rollout`) and of every draw (`drawer`)."""
-        rewards, lengths = selection.rewards, rollout.lengths.float()  # (B', G), (N,)
-        return cls(
-            rewards=drawer.reward_metrics(),
-            sampler=selection.metrics,
-            reward_mean=rewards.mean().item(),
-            reward_std=rewards.std().item() if rewards.numel() > 1 else 0.0,
-            mean_length=lengths.mean().item(),
-            truncated_frac=rollout.truncated.float().mean().item(),
-            prompts_cut_frac=drawer.prompts_cut / max(drawer.prompts_drawn, 1),
-            gen_tokens_per_s=selection.tokens_generated / max(generation_seconds, 1e-9),
-            advantages=estimate.metrics,
-            kl_penalty=kl_penalty,
-        )
-
-    def metrics(self) -> dict[str, float]:
-        penalty = {} if self.kl_penalty is None else {"kl/reward_penalty": self.kl_penalty}
-        return {
-            **self.rewards,
-            **self.sampler,
-            "reward/mean": self.reward_mean,
-            "reward/std": self.reward_std,
-            "completion/mean_length": self.mean_length,
-            "completion/truncated_frac": self.truncated_frac,
-            "prompt/truncated_frac": self.prompts_cut_frac,
-            "perf/gen_tokens_per_s": self.gen_tokens_per_s,
-            **self.advantages,
-            **penalty,
-        }
+# GenerationFigures is a record of generation.py; the trainer and the tests import it from here, with the others
+from .generation import Generation, GenerationFigures, UpdateFigures  # noqa: F401
+from .policy import TrainBatch
 
 
 @dataclass
@@ -104,6 +61,14 @@ class OptimizerFigures:
         }
 
 
+class Update(NamedTuple):
+    """What one optimizer step hands on: its micro-batches' figures (the monitor reads their entropy and KL) and
+    what the optimizer step did. A named pair: `loss, optimizer = update` unpacks it."""
+
+    loss: UpdateFigures
+    optimizer: OptimizerFigures
+
+
 @dataclass
 class StepMetrics:
     """One optimizer step's line of metrics.jsonl, producer by producer, in the order `metrics()` writes it.
@@ -121,6 +86,12 @@ class StepMetrics:
     phases: dict[str, float] = field(default_factory=dict)  # PhaseTimer.take(): perf/<phase>_s
     evaluation: dict[str, float] = field(default_factory=dict)  # eval/accuracy*, when eval_steps makes it due
 
+    @classmethod
+    def of(cls, generation: Generation, update: Update, diagnosis: dict[str, float]) -> "StepMetrics":
+        """The line of a step that trained on `generation`'s next rows, as `update` did, diagnosed as `diagnosis`
+        says ({} but on the generation's first step)."""
+        return cls(generation.figures.metrics(), update.loss, update.optimizer, diagnosis, generation.logged)
+
     def __post_init__(self) -> None:
         clash = sorted(self._own().keys() & self.logged.keys())
         if clash:
@@ -132,6 +103,20 @@ class StepMetrics:
 
     def metrics(self) -> dict[str, float]:
         return {**self._own(), **self.logged, "perf/step_s": self.seconds, **self.phases, **self.evaluation}
+
+
+def logp_change(change: torch.Tensor, batch: TrainBatch, group: int, success_threshold: float) -> dict[str, float]:
+    """`update/logp_change_*` (measure_update): how far an update moved the log-probs of the completions it
+    trained on, the mean change `change` (n, T) per completion token, over the rows of all-wrong groups
+    (every reward of the group below `success_threshold`) and over the others; a name without tokens is left out."""
+    all_wrong = (batch.rewards.view(-1, group) < success_threshold).all(dim=1).repeat_interleave(group)  # (n,)
+    real = batch.loss_mask.bool()  # (n, T)
+    out = {}
+    for name, rows in (("all_wrong", all_wrong), ("other", ~all_wrong)):
+        tokens = real & rows.unsqueeze(1)  # (n, T)
+        if tokens.any():
+            out[f"update/logp_change_{name}"] = change[tokens].mean().item()
+    return out
 
 
 def summary_figures(before: dict[str, float], after: dict[str, float], no_signal_steps: int | None,

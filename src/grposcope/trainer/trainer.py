@@ -1,14 +1,15 @@
 """GRPOTrainer: grposcope's one-machine trainer.
 
-One step, top to bottom (`_generate` then `_optimize`):
+One step, top to bottom (`_step`: `_generate` when the last generation batch is used up, then `_optimize`):
     sample prompts -> generate G completions each -> score -> advantages -> loss and update -> diagnose -> log
-Setup lives in `setup.py`, evaluation in `evaluation.py`, checkpoint files in `checkpoint.py`; this file is
-the loop and what a checkpoint holds of it (`state_dict`).
+The phases hand each other records of data (generation.py, step_metrics.py); the step's metrics are made of
+them after the step (`StepMetrics.of`). Setup lives in `setup.py`, a run's start or resume in `run_start.py`,
+evaluation in `evaluation.py`, checkpoint files in `checkpoint.py`; this file is the loop and what a
+checkpoint holds of it (`state_dict`).
 """
 
 from __future__ import annotations
 
-import inspect
 import math
 import time
 import warnings
@@ -19,25 +20,27 @@ import torch
 
 from ..components.state import component_state, load_component_state
 from ..core import losses
+from ..core.advantages import AdvantageOutput
 from ..core.diagnostics import CollapseMonitor, alarm_window
-from ..diagnose.engine import Options
-from ..diagnose.live import LiveDiagnosis, metrics_records
-from ..errors import InputTypeError, NonFiniteError
+from ..diagnose.live import metrics_records
 from ..files import check_writable
 from ..logging.backends import METRICS_FILE
 from ..rollout import SamplingParams
-from . import checkpoint, resume_checks
+from ..rollout.base import Rollout
+from ..sampling import Selection
+from . import checkpoint, run_start
 from .config import GRPOConfig
 from .drawer import Drawer, TrainerState
 from .evaluation import evaluate
 from .folder_lock import FolderLock
-from .generation import Generation, UpdateFigures, length_buckets, optimizer_batches
+from .generation import Drawn, Generation, UpdateFigures, length_buckets, plan, token_share
 from .geometry import total_steps
 from .options import unused_options
 from .phases import PhaseTimer, RunClock
-from .policy import TrainBatch, completion_logps
-from .setup import build_run, check_output_dir
-from .step_metrics import GenerationFigures, OptimizerFigures, StepMetrics, summary_figures
+from .policy import TrainBatch, completion_logps, logps_in_chunks
+from .setup import build_run
+from .step_metrics import GenerationFigures, OptimizerFigures, StepMetrics, Update, logp_change, summary_figures
+from .watchers import check_callbacks, live_diagnosis, stop_if_unstable
 
 
 class GRPOTrainer:
@@ -63,7 +66,7 @@ class GRPOTrainer:
         callbacks: list[Any] | None = None,
     ) -> None:
         self.args = args or GRPOConfig()
-        self.callbacks = _check_callbacks(callbacks or [])
+        self.callbacks = check_callbacks(callbacks or [])
         check_writable(self.args.output_dir, "output_dir", folder=True)  # before the model loads
         self.clock = RunClock()
         with self.clock("load"):
@@ -87,6 +90,7 @@ class GRPOTrainer:
         self.no_signal_steps = 0  # optimizer steps skipped because the gradient was exactly zero
         self.samples_generated = 0  # completions drawn so far, kept or not (max_samples)
         self._generation: Generation | None = None  # the batch being trained on
+        self._completions: list[dict] = []  # the last generation's sample of completions, until a logging step
         self._eval_before: dict[str, float] | None = None  # held-out figures before training
         self._last_eval: dict[str, float] = {}  # the latest evaluation, reused as "after" when it is current
         self._last_eval_step = -1
@@ -105,7 +109,7 @@ class GRPOTrainer:
             return self._train(resume)
 
     def _train(self, resume: str | bool | None) -> dict[str, Any]:
-        start, notes = self._resume(resume) if resume else self._start()
+        start, notes = run_start.resume(self, resume) if resume else run_start.start(self.args)
         logger = self.logger_factory(self.max_steps, start)
         if start and self.live is not None and not self.live.steps:  # resumed from a checkpoint without its state
             self.live.replay(metrics_records(Path(self.args.output_dir) / METRICS_FILE), start)
@@ -117,38 +121,8 @@ class GRPOTrainer:
                 with self.clock("eval_before"):
                     self._eval_before = self.evaluate()  # {} without a held-out split
             with self.clock("steps"):
-                while self.global_step < self.max_steps:
-                    if self.args.max_updates is not None and self.updates_taken >= self.args.max_updates:
-                        logger.note(f"max_updates={self.args.max_updates} reached: stopping at step "
-                                    f"{self.global_step}, {self.samples_generated} completions generated")
-                        break
-                    if self._generation is None or self._generation.done:
-                        if self._budget_spent():
-                            logger.note(f"max_samples={self.args.max_samples} reached ({self.samples_generated} "
-                                        f"completions generated): stopping at step {self.global_step}")
-                            break
-                        self._generation = self._generate()  # sample, draw and score, advantages
-                        self.samples_generated += self._generation.samples_generated
-                    generation, t0 = self._generation, time.perf_counter()
-                    fresh = generation.fresh  # its first optimizer step pays for it and diagnoses it
-                    update, optimizer = self._optimize(generation.next_batch())
-                    diagnosis = self._diagnose(generation, update) if fresh and self.args.diagnostics else {}
-                    step = StepMetrics(generation.metrics, update, optimizer, diagnosis, generation.logged)
-                    seconds = (generation.seconds if fresh else 0.0) + time.perf_counter() - t0
-                    metrics = self._end_step(step, seconds)  # advances global_step
-                    if self.args.max_samples is not None:
-                        logger.set_total(self._expected_steps())
-                    logger.log(self.global_step, metrics)
-                    if self.live is not None:
-                        self.live.add(self.global_step, metrics)  # every diagnose_every steps: new findings logged
-                    if self.global_step % self.args.logging_steps == 0 and self._generation.sample:
-                        logger.log_completions(self.global_step, self._generation.sample)
-                        self._generation.sample = []  # once per generation
-                    for callback in self.callbacks:
-                        callback.on_step_end(self, metrics)
-                    self._stop_if_unstable()
-                    if self.global_step % self.args.save_steps == 0:
-                        self.save_checkpoint()
+                while self.global_step < self.max_steps and not self._stopped(logger):
+                    self._after_step(logger, self._step())
             with self.clock("eval_after"):
                 after = self._last_eval if self._last_eval_step == self.global_step else self.evaluate()
             with self.clock("save"):
@@ -161,6 +135,106 @@ class GRPOTrainer:
             return summary
         finally:
             logger.close()  # also when a step fails: every logged line is on disk, backends flushed
+
+    def _step(self) -> dict[str, float]:
+        """One GRPO step: sample, score and estimate a generation batch when the last one is used up; the loss
+        and one optimizer step on its next rows; the collapse monitor on its first step. -> the metrics line"""
+        if self._generation is None or self._generation.done:
+            self._generation = self._generate()  # sample, score, estimate
+            self.samples_generated += self._generation.drawn.samples_generated
+            self._completions = self._generation.drawn.completions  # logged on the next logging step
+        generation, t0 = self._generation, time.perf_counter()
+        drawn = generation.drawn if generation.fresh else None  # its first step pays for it and diagnoses it
+        update = self._optimize(generation.next_batch())  # loss, backward, optimizer step
+        diagnosis = self._diagnose(drawn, update) if drawn is not None and self.args.diagnostics else {}
+        seconds = (drawn.seconds if drawn is not None else 0.0) + time.perf_counter() - t0
+        return self._end_step(StepMetrics.of(generation, update, diagnosis), seconds)  # metrics from the records
+
+    def _generate(self) -> Generation:
+        """Sample B prompts; the sampler has G completions of each drawn and scored (Drawer.draw), as often as it
+        needs, and keeps B' groups; the estimator gives each completion its advantage."""
+        t0 = time.perf_counter()
+        drawer = self._drawer()  # generates with the rollout backend, scores with the reward functions
+        examples = self.stream.take(self.geometry.prompts_per_generation)  # B prompts
+        selection = self.sampler.sample(examples, drawer.draw, self.stream.take, self.args.num_generations)
+        rollout = drawer.gather(selection)  # N = B' * G rows, group after group
+        batch = self._train_batch(rollout, selection.rewards)  # advantages to come; the reference's log-probs
+        with self.timer("scoring"):  # advantages
+            rewards, kl_penalty = self._kl_in_reward(selection.rewards, batch)  # (B', G), less a KL penalty
+            estimate = self.estimator(rewards, pool=selection.pool, as_drawn=selection.as_drawn)
+        batch.advantages = estimate.advantages.reshape(-1)  # (N,)
+        batch.old_logp = self._old_logps(batch)  # the ratio's denominator, when the batch feeds several steps
+        figures, drawn = self._measure(drawer, selection, rollout, estimate, kl_penalty, t0)  # data, no metrics
+        rows = plan(len(batch), self.args.num_iterations, self.geometry.optimizer_batch)  # per optimizer step
+        return Generation(batch, rows, figures, drawer.logged_metrics(), drawn=drawn)
+
+    def _optimize(self, batch: TrainBatch) -> Update:
+        """One optimizer step over `batch`: forward, loss and backward per micro-batch, then the update."""
+        args, t0 = self.args, time.perf_counter()
+        before = self._logps_in_chunks(self.model, batch) if args.measure_update else None  # (n, T)
+        self.model.train()
+        counts = {"num_tokens": batch.loss_mask.sum(), "num_sequences": len(batch)}  # the loss's normalisers
+        figures, finite = UpdateFigures(), True
+        for rows in length_buckets(batch, self.geometry.micro_batch, args.num_generations):
+            micro = batch.rows(rows)  # its padding columns cut away
+            micro_figures, micro_finite = self._micro_step(micro, counts)  # forward, loss, backward
+            finite = finite and micro_finite
+            figures.add(micro_figures, share=token_share(micro, counts))
+        with self.timer("optimizer"):
+            grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), args.max_grad_norm or float("inf"))
+            no_signal = self._optimizer_step(grad_norm, finite)  # optimizer.step(), unless no signal or NaN
+        effect = self._update_effect(batch, before) if before is not None else {}
+        train_tokens = (batch.prompt_mask.sum() + batch.loss_mask.sum()).item()
+        return Update(figures, OptimizerFigures(grad_norm.item(), self.bad_steps, no_signal, train_tokens,
+                                                time.perf_counter() - t0, logp_change=effect))
+
+    def _diagnose(self, drawn: Drawn, update: Update) -> dict[str, float]:
+        """The collapse monitor on a generation, with the entropy (and KL) of the first update it fed: the ACR
+        family on the groups as first drawn, acr_post on the advantages that reached the loss."""
+        with self.timer("diagnostics"):
+            return self.monitor.update(drawn.as_drawn, drawn.advantages, entropy=update.loss.entropy,
+                                       kl=update.loss.kl)
+
+    def _end_step(self, step: StepMetrics, seconds: float) -> dict[str, float]:
+        """Counts the step and completes its metrics (step_metrics.py): the step's time and phases, and the
+        held-out accuracy when it is due."""
+        self.global_step += 1
+        step.seconds = seconds
+        step.phases = self.timer.take()  # the phases of this step (and of its generation, on its first)
+        if self.args.eval_steps and self.global_step % self.args.eval_steps == 0:
+            step.evaluation = self.evaluate()
+        return step.metrics()
+
+    def _stopped(self, logger: Any) -> bool:
+        """Whether max_updates, or max_samples before a new generation, stops the run here (said in the log)."""
+        args, note = self.args, None
+        needs_generation = self._generation is None or self._generation.done
+        if args.max_updates is not None and self.updates_taken >= args.max_updates:
+            note = (f"max_updates={args.max_updates} reached: stopping at step {self.global_step}, "
+                    f"{self.samples_generated} completions generated")
+        elif needs_generation and args.max_samples is not None and self.samples_generated >= args.max_samples:
+            note = (f"max_samples={args.max_samples} reached ({self.samples_generated} completions generated): "
+                    f"stopping at step {self.global_step}")
+        if note is not None:
+            logger.note(note)
+        return note is not None
+
+    def _after_step(self, logger: Any, metrics: dict[str, float]) -> None:
+        """Logs the step (and a new generation's completions, on a logging step), tells the live diagnosis and
+        the callbacks, stops a run gone unstable, saves a checkpoint when one is due."""
+        if self.args.max_samples is not None:
+            logger.set_total(self._expected_steps())
+        logger.log(self.global_step, metrics)
+        if self.live is not None:
+            self.live.add(self.global_step, metrics)  # every diagnose_every steps: new findings logged
+        if self.global_step % self.args.logging_steps == 0 and self._completions:
+            logger.log_completions(self.global_step, self._completions)
+            self._completions = []  # once per generation
+        for callback in self.callbacks:
+            callback.on_step_end(self, metrics)
+        stop_if_unstable(self.args, self.bad_steps, self.global_step)  # too many NaN/inf updates
+        if self.global_step % self.args.save_steps == 0:
+            self.save_checkpoint()
 
     @property
     def updates_taken(self) -> int:
@@ -178,65 +252,6 @@ class GRPOTrainer:
             return self.max_steps
         return min(self.max_steps, self.global_step + pending + math.ceil(left / per_step))
 
-    def _budget_spent(self) -> bool:
-        return self.args.max_samples is not None and self.samples_generated >= self.args.max_samples
-
-    def _end_step(self, step: StepMetrics, seconds: float) -> dict[str, float]:
-        """Counts the step and completes its metrics (step_metrics.py): the step's time and phases, and the
-        held-out accuracy when it is due."""
-        self.global_step += 1
-        step.seconds = seconds
-        step.phases = self.timer.take()  # the phases of this step (and of its generation, on its first)
-        if self.args.eval_steps and self.global_step % self.args.eval_steps == 0:
-            step.evaluation = self.evaluate()
-        return step.metrics()
-
-    def _generate(self) -> Generation:
-        """Sample prompts; the sampler draws (generates and scores) and keeps groups; advantages."""
-        t0, timer = time.perf_counter(), self.timer
-        args, g = self.args, self.args.num_generations
-        # what reward functions see as trainer_state: the progress before this batch, as TRL's
-        state = TrainerState(self.global_step, self.max_steps, self.stream.epoch + self.stream.fraction_done)
-        examples = self.stream.take(self.geometry.prompts_per_generation)  # B prompts
-        self.model.eval()  # generate() keeps the mode it finds: no dropout (e.g. LoRA's) while sampling
-        extra = tuple(sorted((args.generation_kwargs or {}).items()))
-        params = SamplingParams(args.max_completion_length, args.temperature, args.top_p, args.top_k, extra=extra)
-        if self.rollout_copy is not None:
-            with timer("generation"):  # the weights the last optimizer step (or a resume) left
-                self.rollout_copy.refresh()
-        drawer = Drawer(self.rollout_backend, self.scorer, params, self.tokenizer.pad_token_id, timer, state)
-        selection = self.sampler.sample(examples, drawer.draw, self.stream.take, g)  # B' groups of G
-        rollout = drawer.gather(selection)  # N = B' * G rows, group after group
-        loss_mask = rollout.completion_mask.clone()  # (N, T)
-        if args.mask_truncated_completions:
-            loss_mask[rollout.truncated] = 0
-        batch = TrainBatch(  # its advantages come below
-            rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids, loss_mask, torch.zeros(len(loss_mask)),
-            rewards=selection.rewards.reshape(-1),
-            sampling_logp=rollout.sampling_logp if self.rollout_copy is not None else None,
-        )
-        with timer("logprobs"):
-            batch.ref_logp = self._ref_logps(batch)
-            if args.kl_in_reward:  # the penalty reads the sampling policy's log-probs before the advantages
-                batch.old_logp = self._logps_in_chunks(self.model, batch)
-        with timer("scoring"):  # advantages
-            rewards = selection.rewards  # (B', G)
-            trained, kl_penalty = self._kl_in_reward(rewards, batch)  # rewards, unless kl_in_reward
-            estimate = self.estimator(trained, pool=selection.pool, as_drawn=selection.as_drawn)
-        batch.advantages = estimate.advantages.reshape(-1)  # (N,)
-        if batch.old_logp is None and self._reuses_batch() and self._has_gradient(batch):
-            with timer("logprobs"):  # the ratio's denominator, for the steps after the first on this batch
-                batch.old_logp = self._logps_in_chunks(self.model, batch)
-        self._warn_prompt_cut(drawer)
-        figures = GenerationFigures.measure(drawer, selection, rollout, estimate, kl_penalty,
-                                            self.timer.seconds["generation"])
-        sample = drawer.sample_rows(selection, estimate.advantages, args.num_completions_to_print) \
-            if args.log_completions else []
-        return Generation.planned(batch, figures.metrics(), time.perf_counter() - t0, args.num_iterations,
-                                  self.geometry.optimizer_batch, logged=drawer.logged_metrics(), sample=sample,
-                                  as_drawn=selection.as_drawn, advantages=estimate.advantages,
-                                  samples_generated=selection.samples_generated)
-
     def _warn_prompt_cut(self, drawer: Drawer) -> None:
         if drawer.prompts_cut and not self._warned_prompt_cut:
             self._warned_prompt_cut = True  # once a run: prompt/truncated_frac counts every step
@@ -245,64 +260,81 @@ class GRPOTrainer:
                           "tokens and keep only their last tokens (counted in prompt/truncated_frac); raise "
                           "max_prompt_length, or None for no limit", RuntimeWarning, stacklevel=2)
 
-    def _optimize(self, batch: TrainBatch) -> tuple[UpdateFigures, OptimizerFigures]:
-        """One optimizer step over `batch` in micro-batches: what its micro-batches measured (the monitor reads
-        their entropy and KL), and what the optimizer step did."""
-        args, t0, timer = self.args, time.perf_counter(), self.timer
-        before = self._logps_in_chunks(self.model, batch) if args.measure_update else None  # (n, T)
-        self.model.train()
-        counts = {"num_tokens": batch.loss_mask.sum(), "num_sequences": len(batch)}
-        total_tokens = float(counts["num_tokens"])
-        figures, finite = UpdateFigures(), True
-        for rows in length_buckets(batch, self.geometry.micro_batch, self.args.num_generations):
-            micro = batch.rows(rows)  # its padding columns cut away
-            micro_figures, micro_finite = self._micro_step(micro, counts)
-            finite = finite and micro_finite
-            # (micro-batches are grouped by length, so weighting them by rows would over-count short ones;
-            # one whose tokens are all masked adds nothing)
-            figures.add(micro_figures, share=float(micro.loss_mask.sum()) / total_tokens if total_tokens else 0.0)
-        with timer("optimizer"):
-            grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), args.max_grad_norm or float("inf"))
-            # an exactly-zero gradient (no micro-batch had signal, or its terms cancelled to 0): AdamW would
-            # still move every weight along its momentum, so no step at all (docs/algorithms.md)
-            no_signal = args.skip_no_signal_steps and finite and grad_norm.item() == 0.0
-            if no_signal:
-                self.no_signal_steps += 1
-            elif finite and torch.isfinite(grad_norm):
-                self.optimizer.step()
-            else:  # skipped: one NaN would spread into every weight; the schedule goes on with the step count
-                self.bad_steps += 1
-            with warnings.catch_warnings():  # torch's warning when no optimizer step has been taken yet
-                warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)`")
-                self.scheduler.step()  # either way: the learning rate follows the run's step count
-            self.optimizer.zero_grad(set_to_none=True)
-        effect = self._update_effect(batch, before) if before is not None else {}
-        train_tokens = (batch.prompt_mask.sum() + batch.loss_mask.sum()).item()
-        return figures, OptimizerFigures(grad_norm.item(), self.bad_steps, no_signal, train_tokens,
-                                         time.perf_counter() - t0, logp_change=effect)
+    def _drawer(self) -> Drawer:
+        """A generation's draws, at the config's sampling settings; the reward functions see as trainer_state
+        the run's progress before it, as TRL's."""
+        args = self.args
+        state = TrainerState(self.global_step, self.max_steps, self.stream.epoch + self.stream.fraction_done)
+        self.model.eval()  # generate() keeps the mode it finds: no dropout (e.g. LoRA's) while sampling
+        extra = tuple(sorted((args.generation_kwargs or {}).items()))
+        params = SamplingParams(args.max_completion_length, args.temperature, args.top_p, args.top_k, extra=extra)
+        if self.rollout_copy is not None:
+            with self.timer("generation"):  # the weights the last optimizer step (or a resume) left
+                self.rollout_copy.refresh()
+        return Drawer(self.rollout_backend, self.scorer, params, self.tokenizer.pad_token_id, self.timer, state)
 
-    def _diagnose(self, generation: Generation, figures: UpdateFigures) -> dict[str, float]:
-        """The collapse monitor on a generation, with the entropy (and KL) of the first update it fed: the ACR
-        family on the groups as first drawn, acr_post on the advantages that reached the loss."""
-        with self.timer("diagnostics"):
-            return self.monitor.update(generation.as_drawn, generation.advantages, entropy=figures.entropy,
-                                       kl=figures.kl)
+    def _train_batch(self, rollout: Rollout, rewards: torch.Tensor) -> TrainBatch:
+        """The kept rows as the update consumes them (advantages still zero), with the reference policy's
+        log-probs, and with kl_in_reward the sampling policy's, which the penalty reads before the advantages.
+        rewards (B', G)"""
+        loss_mask = rollout.completion_mask.clone()  # (N, T)
+        if self.args.mask_truncated_completions:
+            loss_mask[rollout.truncated] = 0
+        batch = TrainBatch(
+            rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids, loss_mask, torch.zeros(len(loss_mask)),
+            rewards=rewards.reshape(-1),
+            sampling_logp=rollout.sampling_logp if self.rollout_copy is not None else None,
+        )
+        with self.timer("logprobs"):
+            batch.ref_logp = self._ref_logps(batch)
+            if self.args.kl_in_reward:
+                batch.old_logp = self._logps_in_chunks(self.model, batch)
+        return batch
 
-    @torch.no_grad()
+    def _old_logps(self, batch: TrainBatch) -> torch.Tensor | None:
+        """The sampling policy's log-probs, the ratio's denominator for the steps after the first on `batch`
+        when it feeds more than one (None: each step's own log-probs, detached, serve)."""
+        reused = self.args.num_iterations > 1 or self.geometry.optimizer_steps_per_generation > 1
+        if batch.old_logp is None and reused and self._has_gradient(batch):
+            with self.timer("logprobs"):
+                return self._logps_in_chunks(self.model, batch)
+        return batch.old_logp
+
+    def _measure(self, drawer: Drawer, selection: Selection, rollout: Rollout, estimate: AdvantageOutput,
+                 kl_penalty: float | None, t0: float) -> tuple[GenerationFigures, Drawn]:
+        """What a generation measured of itself, logged on every step it feeds, and what the step that drew it
+        reads: the monitor's groups, the completions to log, the samples drawn, the time since `t0`."""
+        self._warn_prompt_cut(drawer)
+        figures = GenerationFigures.measure(drawer, selection, rollout, estimate, kl_penalty,
+                                            self.timer.seconds["generation"])
+        completions = drawer.sample_rows(selection, estimate.advantages, self.args.num_completions_to_print) \
+            if self.args.log_completions else []
+        return figures, Drawn(selection.as_drawn, estimate.advantages, time.perf_counter() - t0,
+                              selection.samples_generated, completions)
+
+    def _optimizer_step(self, grad_norm: torch.Tensor, finite: bool) -> bool:
+        """optimizer.step() on the clipped gradient, unless it is exactly zero (no micro-batch had signal, or its
+        terms cancelled to 0: AdamW would still move every weight along its momentum, docs/algorithms.md) or
+        NaN or inf (one NaN would spread into every weight). The schedule goes on with the step count either
+        way. Returns whether the step was skipped for no signal."""
+        no_signal = self.args.skip_no_signal_steps and finite and grad_norm.item() == 0.0
+        if no_signal:
+            self.no_signal_steps += 1
+        elif finite and torch.isfinite(grad_norm):
+            self.optimizer.step()
+        else:
+            self.bad_steps += 1
+        with warnings.catch_warnings():  # torch's warning when no optimizer step has been taken yet
+            warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)`")
+            self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return no_signal
+
     def _update_effect(self, batch: TrainBatch, before: torch.Tensor) -> dict[str, float]:
-        """How far the update just made moved the log-probs of the completions it trained on: the mean change
-        per completion token, over the rows of all-wrong groups and over the others (measure_update).
-        before (n, T), under the weights before the update."""
+        """measure_update: how far the update just made moved the log-probs of `batch`, which were `before`
+        (n, T) under the weights before it (step_metrics.logp_change)."""
         change = self._logps_in_chunks(self.model, batch) - before  # (n, T)
-        g = self.args.num_generations
-        all_wrong = (batch.rewards.view(-1, g) < self.args.success_threshold).all(dim=1).repeat_interleave(g)  # (n,)
-        real = batch.loss_mask.bool()  # (n, T)
-        out = {}
-        for name, rows in (("all_wrong", all_wrong), ("other", ~all_wrong)):
-            tokens = real & rows.unsqueeze(1)  # (n, T)
-            if tokens.any():
-                out[f"update/logp_change_{name}"] = change[tokens].mean().item()
-        return out
+        return logp_change(change, batch, self.args.num_generations, self.args.success_threshold)
 
     def _has_gradient(self, batch: TrainBatch) -> bool:
         """Whether the loss on `batch` can have a non-zero gradient (always True with skip_no_signal_steps off,
@@ -311,10 +343,6 @@ class GRPOTrainer:
         args = self.args
         return (not args.skip_no_signal_steps or (args.beta > 0 and not args.kl_in_reward)
                 or args.entropy_coef > 0 or losses.carries_signal(batch.advantages, batch.loss_mask))
-
-    def _reuses_batch(self) -> bool:
-        """A generation feeds more than one optimizer step: the later ones need the sampling log-probs."""
-        return self.args.num_iterations > 1 or self.geometry.optimizer_steps_per_generation > 1
 
     def _micro_step(self, micro: TrainBatch, counts: dict[str, Any]) -> tuple[UpdateFigures, bool]:
         """Forward, loss, backward on one micro-batch; returns its figures and whether its loss was finite
@@ -395,29 +423,9 @@ class GRPOTrainer:
         with self.ref_model() as reference:
             return self._logps_in_chunks(reference, batch)
 
-    @torch.no_grad()
     def _logps_in_chunks(self, model, batch: TrainBatch) -> torch.Tensor:
         self.model.eval()
-        t = batch.completion_ids.shape[1]
-        out = torch.zeros(len(batch), t)
-        for rows in optimizer_batches(len(batch), self.geometry.micro_batch):
-            micro = batch.rows(rows)
-            logp, _ = completion_logps(model, micro, self.args.temperature, with_entropy=False)
-            out[rows, : logp.shape[1]] = logp.float().cpu()
-        return out
-
-    def _stop_if_unstable(self) -> None:
-        """Stops the run once more than max_bad_steps updates were skipped for a NaN or inf."""
-        if self.bad_steps <= self.args.max_bad_steps:
-            return
-        last = checkpoint.latest_checkpoint(self.args.output_dir)
-        then = f"then resume from {last} (--resume)" if last is not None else "then start the run again"
-        raise NonFiniteError(
-            f"{self.bad_steps} updates were skipped because the loss or the gradient was NaN or inf "
-            f"(max_bad_steps={self.args.max_bad_steps}, now at step {self.global_step}); the skipped updates "
-            "left the weights unchanged. Lower learning_rate, set max_grad_norm, or check the reward "
-            f"functions for huge values; {then}"
-        )
+        return logps_in_chunks(model, batch, self.geometry.micro_batch, self.args.temperature)  # (n, T)
 
     # --- evaluation, saving and resuming ------------------------------------------------------------------
 
@@ -437,7 +445,7 @@ class GRPOTrainer:
         info = {
             "global_step": self.global_step,
             "max_steps": self.max_steps,
-            "metrics_offset": self._metrics_bytes(),
+            "metrics_offset": run_start.metrics_bytes(self.args.output_dir),
             "data_fingerprint": checkpoint.fingerprint(self.stream.examples),
             "config": self.args.to_dict(),
         }
@@ -470,59 +478,7 @@ class GRPOTrainer:
         load_component_state(state, estimator=self.estimator, sampler=self.sampler, monitor=self.monitor)
         generation = state["generation"]
         self._generation = None if generation is None else Generation.from_state(generation)
+        self._completions = []
         self._eval_before = state["eval_before"]
         if self.live is not None and state.get("live") is not None:  # checkpoints before diagnose_every: None
             self.live.load_state_dict(state["live"])
-
-    def _metrics_bytes(self) -> int:
-        """The size of metrics.jsonl: a checkpoint records it, a resume checks that nothing went missing."""
-        path = Path(self.args.output_dir) / METRICS_FILE
-        return path.stat().st_size if path.is_file() else 0
-
-    def _start(self) -> tuple[int, list[str]]:
-        """A new run: output_dir must not hold another run's metrics (unless overwrite_output_dir)."""
-        notes = check_output_dir(self.args)
-        return 0, notes + _leftovers(checkpoint.remove_unfinished(self.args.output_dir))
-
-    def _resume(self, spec: str | bool) -> tuple[int, list[str]]:
-        """Loads the checkpoint `spec` names into this trainer; returns its step and what to tell the user."""
-        notes = _leftovers(checkpoint.remove_unfinished(self.args.output_dir))  # a run killed while saving
-        folder = checkpoint.resolve(spec, self.args.output_dir)
-        info = resume_checks.checked_info(folder, self.model, self.max_steps, self.args)  # fits, or raises
-        notes += checkpoint.check_resumable(info, self.args.to_dict(), checkpoint.fingerprint(self.stream.examples))
-        if self._metrics_bytes() < info["metrics_offset"]:
-            notes.append(f"{METRICS_FILE} is shorter than when {folder.name} was written: lines of the steps "
-                         "before it are missing from it")
-        state = checkpoint.load_checkpoint(folder, model=self.model, optimizer=self.optimizer,
-                                           scheduler=self.scheduler)
-        self.load_state_dict(state)
-        return self.global_step, notes + [f"resumed from {folder} at step {self.global_step} of {self.max_steps}"]
-
-
-def _leftovers(names: list[str]) -> list[str]:
-    return [f"removed {name}: an unfinished checkpoint of a run killed while saving" for name in names]
-
-
-def live_diagnosis(args: GRPOConfig, max_steps: int) -> LiveDiagnosis | None:
-    """The live diagnosis of a run (None with diagnose_every=0), told what the config knows and a log does not."""
-    if not args.diagnose_every:
-        return None
-    options = Options(kl_bound=args.kl_bound, success_threshold=args.success_threshold,
-                      num_generations=args.num_generations, max_completion_length=args.max_completion_length,
-                      max_steps=max_steps)
-    name = args.run_name or Path(args.output_dir).name
-    settings = {k: getattr(args, k) for k in ("use_avspo", "skip_no_signal_steps", "sampler", "epsilon_high",
-                                               "mask_truncated_completions", "advantage_estimator")}
-    return LiveDiagnosis(name, options, every=args.diagnose_every, output_dir=args.output_dir, settings=settings)
-
-
-def _check_callbacks(callbacks: list[Any]) -> list[Any]:
-    for callback in callbacks:
-        hook = getattr(callback, "on_step_end", None)
-        if hook is None or "control" in inspect.signature(hook).parameters:
-            raise InputTypeError(
-                f"{type(callback).__name__} is not a grposcope callback: give it a method "
-                "on_step_end(trainer, metrics) (TRL's TrainerCallback takes other arguments)"
-            )
-    return list(callbacks)
-
