@@ -66,57 +66,90 @@ def diagnose_command(
       grposcope diagnose trl_out --format json -o - | jq '.runs[0].findings[].detector'
     """
     _console_logging()
-    from ..diagnose import DETECTORS, SEVERITIES, Options, diagnose
-    from ..diagnose.findings import rank
+    from ..diagnose import DETECTORS
 
     try:
         if list_detectors:
             return _list(DETECTORS)
-        if not runs:
-            raise ValueError("give one or more runs (a run's output folder or log file); --list shows the detectors")
-        if fail_on is not None and fail_on not in SEVERITIES[1:]:
-            raise ValueError(f"--fail_on must be warning or critical, got {fail_on!r}")
-        if output_format not in FORMATS:
-            raise ValueError(f"--format must be one of {', '.join(FORMATS)}, got {output_format!r}")
-        if output == "-" and json_path == "-" and output_format != "text":
-            raise ValueError(f"--json - and --format {output_format} both want stdout: give -o FILE for one of them")
-        for flag, target in (("--output", output), ("--json", json_path)):
-            check_target(flag, target, runs, overwrite)
-        names = [n.strip() for n in (only or "").split(",") if n.strip()] or None
-        if only is not None and not names:
-            raise ValueError(f"--only {only!r} names no detector; give some, e.g. --only advantage_collapse,"
-                             "kl_drift (--list shows them), or leave --only out for all")
-        for name in names or []:
-            DETECTORS.get(name)  # an unknown name fails with the known ones
-        from ..components.ranges import check_options
+        names = _checked(runs, fail_on, output_format, output, json_path, overwrite, only)
+        options = _options(entropy_floor, kl_bound, num_generations, max_completion_length, max_steps, gpus,
+                           gpu_hour_cost)
+        from ..runs import ReadOptions
 
-        check_options(dict(entropy_floor=entropy_floor, kl_bound=kl_bound, num_generations=num_generations,
-                           max_completion_length=max_completion_length, max_steps=max_steps, gpus=gpus,
-                           gpu_hour_cost=gpu_hour_cost), prefix="--")  # the ranges Options and the callback use
-        if gpu_hour_cost is not None and gpus is None:
-            typer.secho("note: --gpu_hour_cost prices GPU-hours, which need --gpus: no money figure is given",
-                        err=True)
-        options = Options(entropy_floor, kl_bound, None, num_generations, max_completion_length, max_steps, gpus,
-                          gpu_hour_cost)
-        from ..runs import ReadOptions, load_runs
-
-        read = ReadOptions(step_key=step_key, mapping=parse_maps(maps or []), pattern=pattern)
-        unique = list({os.path.realpath(r): r for r in reversed(runs)}.values())[::-1]  # the first of each, in order
-        if len(unique) < len(runs):
-            typer.secho(f"note: {len(runs) - len(unique)} run(s) given twice: each is diagnosed once", err=True)
-        paths, _ = readable(unique, expand_runs)
-        named = dict(zip(paths, run_names(paths)))
-        loaded, _ = readable(paths, lambda one: load_runs(one[0], named[one[0]], read))
-        diagnoses = [diagnose(run, options, names) for run in loaded]
-        from ..reports.sampler_evidence import add_sampler_evidence
-
-        add_sampler_evidence(diagnoses)  # what only rollouts show: each sampler's yield on these prompts
+        diagnoses = _diagnosed(runs, ReadOptions(step_key=step_key, mapping=parse_maps(maps or []),
+                                                 pattern=pattern), options, names)
         if json_path is not None and json_path != "-":
             _write(json_path, "--json", render(diagnoses, "json", verbose))
         if output != "-":
             _write(output, "--output", render(diagnoses, output_format, verbose))
     except USER_ERRORS as err:
         raise fail(unreadable(err)) from None
+    _emit(diagnoses, output, output_format, json_path, verbose, fail_on)
+
+
+def _checked(runs: list[Path] | None, fail_on: str | None, output_format: str, output: str,
+             json_path: str | None, overwrite: bool, only: str | None) -> list[str] | None:
+    """The command line checked before any log is read; returns the detectors --only names (None: all)."""
+    from ..diagnose import DETECTORS, SEVERITIES
+
+    if not runs:
+        raise ValueError("give one or more runs (a run's output folder or log file); --list shows the detectors")
+    if fail_on is not None and fail_on not in SEVERITIES[1:]:
+        raise ValueError(f"--fail_on must be warning or critical, got {fail_on!r}")
+    if output_format not in FORMATS:
+        raise ValueError(f"--format must be one of {', '.join(FORMATS)}, got {output_format!r}")
+    if output == "-" and json_path == "-" and output_format != "text":
+        raise ValueError(f"--json - and --format {output_format} both want stdout: give -o FILE for one of them")
+    for flag, target in (("--output", output), ("--json", json_path)):
+        check_target(flag, target, runs, overwrite)
+    names = [n.strip() for n in (only or "").split(",") if n.strip()] or None
+    if only is not None and not names:
+        raise ValueError(f"--only {only!r} names no detector; give some, e.g. --only advantage_collapse,"
+                         "kl_drift (--list shows them), or leave --only out for all")
+    for name in names or []:
+        DETECTORS.get(name)  # an unknown name fails with the known ones
+    return names
+
+
+def _options(entropy_floor: float, kl_bound: float, num_generations: int | None,
+             max_completion_length: int | None, max_steps: int | None, gpus: int | None,
+             gpu_hour_cost: float | None) -> Any:
+    """diagnose.Options from the command line, in the ranges Options and the callback use (one table)."""
+    from ..components.ranges import check_options
+    from ..diagnose import Options
+
+    check_options(dict(entropy_floor=entropy_floor, kl_bound=kl_bound, num_generations=num_generations,
+                       max_completion_length=max_completion_length, max_steps=max_steps, gpus=gpus,
+                       gpu_hour_cost=gpu_hour_cost), prefix="--")
+    if gpu_hour_cost is not None and gpus is None:
+        typer.secho("note: --gpu_hour_cost prices GPU-hours, which need --gpus: no money figure is given", err=True)
+    return Options(entropy_floor, kl_bound, None, num_generations, max_completion_length, max_steps, gpus,
+                   gpu_hour_cost)
+
+
+def _diagnosed(runs: list[Path], read: Any, options: Any, names: list[str] | None) -> list[Any]:
+    """Each run given (a path given twice, once), read by content and diagnosed; a run that cannot be read is
+    skipped with its line when others can."""
+    from ..diagnose import diagnose
+    from ..reports.sampler_evidence import add_sampler_evidence
+    from ..runs import load_runs
+
+    unique = list({os.path.realpath(r): r for r in reversed(runs)}.values())[::-1]  # the first of each, in order
+    if len(unique) < len(runs):
+        typer.secho(f"note: {len(runs) - len(unique)} run(s) given twice: each is diagnosed once", err=True)
+    paths, _ = readable(unique, expand_runs)
+    named = dict(zip(paths, run_names(paths)))
+    loaded, _ = readable(paths, lambda one: load_runs(one[0], named[one[0]], read))
+    diagnoses = [diagnose(run, options, names) for run in loaded]
+    add_sampler_evidence(diagnoses)  # what only rollouts show: each sampler's yield on these prompts
+    return diagnoses
+
+
+def _emit(diagnoses: list[Any], output: str, output_format: str, json_path: str | None, verbose: bool,
+          fail_on: str | None) -> None:
+    """What goes to stdout (and the text to stderr beside --json -), then exit 1 on a finding at --fail_on."""
+    from ..diagnose.findings import rank
+
     if json_path == "-":
         typer.echo(render(diagnoses, "json", verbose), nl=False)
     if output == "-":
