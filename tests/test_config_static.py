@@ -1,6 +1,7 @@
 """GRPOConfig is visible to static tools: the components' options are dataclass fields in source
-(components/fields.py, rendered from the registrations and kept in step here), so an IDE, mypy or pyright sees
-`acr_threshold_init` and reports a misspelt option before anything runs."""
+(components/fields.py, rendered from the components' signatures by `python -m grposcope.cli.render` and kept in
+step here), so an IDE, mypy or pyright sees `acr_threshold_init` and reports a misspelt option before anything
+runs; a stale file fails both configs in one line naming that command."""
 
 from __future__ import annotations
 
@@ -17,7 +18,42 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_components_fields_py_is_rendered_from_the_registrations():
     assert FIELDS_FILE.read_text() == render_fields(), (
-        "components/fields.py differs from the registrations: python -m grposcope.trainer.config_doc --fields")
+        "components/fields.py differs from the components' signatures: run python -m grposcope.cli.render")
+
+
+def test_the_one_render_command_finds_every_rendered_file_current():
+    from grposcope.cli.render import main
+
+    assert main(["--check"]) == 0
+
+
+def test_a_declaration_components_fields_py_lacks_fails_both_configs_in_one_line(monkeypatch):
+    """A throwaway estimator with one option, registered after fields.py was rendered: the configs name the
+    file, the option and the command, instead of an AttributeError from deep inside their checks."""
+    from grposcope.components.options import FieldsOutOfDate
+    from grposcope.core.advantages import ESTIMATORS, AdvantageEstimator
+    from grposcope.trainer.config import GRPOConfig
+
+    ESTIMATORS.names()  # the family's own entries, loaded before the tables are copied
+    for table in ("_entries", "_docs", "_ranges", "_reads", "_hosts"):
+        monkeypatch.setattr(ESTIMATORS, table, dict(getattr(ESTIMATORS, table)))
+
+    @ESTIMATORS.register("x", hosts=("grposcope", "trl"))
+    class X(AdvantageEstimator):
+        """Args:
+            x_scale: a throwaway option."""
+
+        def __init__(self, x_scale: float = 1.0) -> None: ...
+
+    line = ("components/fields.py is out of date: option x_scale of advantage estimator 'x' is not a field; "
+            "run python -m grposcope.cli.render")
+    with pytest.raises(FieldsOutOfDate) as err:
+        GRPOConfig()
+    assert str(err.value) == line
+    trl_config = pytest.importorskip("grposcope.integrations.trl_config")
+    with pytest.raises(FieldsOutOfDate) as err:
+        trl_config.GRPOConfig(output_dir="unused", report_to="none", use_cpu=True, bf16=False)
+    assert str(err.value) == line
 
 
 def test_every_declared_option_is_a_field_of_both_configs_with_its_default():

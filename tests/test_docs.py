@@ -15,7 +15,7 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 def test_usage_options_table_matches_the_config():
     text = (DOCS / "usage.md").read_text()
-    assert embed(text) == text, "run: python -c \"...config_doc embed\" to refresh docs/usage.md's options table"
+    assert embed(text) == text, "docs/usage.md's options table is out of date: run python -m grposcope.cli.render"
 
 
 def documented_metric(name: str, metrics_md: str) -> bool:
@@ -47,8 +47,8 @@ def test_integrations_md_what_runs_where_matches_the_registrations():
     from grposcope.integrations.hosts_doc import embed as embed_hosts
 
     text = (DOCS / "integrations.md").read_text()
-    assert embed_hosts(text) == text, ("run: python -c \"...hosts_doc embed\" (docs/integrations.md, 'What runs "
-                                       "where') to refresh the table")
+    assert embed_hosts(text) == text, ("docs/integrations.md's 'What runs where' is out of date: run python -m "
+                                       "grposcope.cli.render")
 
 
 def test_metrics_md_names_table_is_the_catalogues():

@@ -167,7 +167,7 @@ def test_a_sampler_registered_from_outside_is_in_the_forecasts_lists(monkeypatch
 
     assert (fc.CLOSED_FORM, fc.PER_PROMPT) == (("fixed", "dynamic"), ("fixed", "reinforce_ada"))
     SAMPLERS.names()  # the package's samplers, registered before the copies below are taken
-    for private in ("_entries", "_options", "_reads", "_hosts"):  # copies, restored after the test
+    for private in ("_entries", "_docs", "_ranges", "_reads", "_hosts"):  # copies, restored after the test
         monkeypatch.setattr(SAMPLERS, private, dict(getattr(SAMPLERS, private)))
 
     @SAMPLERS.register("one_each", reads=READS)

@@ -42,7 +42,7 @@ class Threshold(Detector):
 def threshold():
     DETECTORS.register(Threshold.name)(Threshold)
     yield Threshold
-    for table in (DETECTORS._entries, DETECTORS._options, DETECTORS._reads, DETECTORS._hosts):
+    for table in (DETECTORS._entries, DETECTORS._docs, DETECTORS._ranges, DETECTORS._reads, DETECTORS._hosts):
         table.pop(Threshold.name, None)
 
 

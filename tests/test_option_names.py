@@ -4,7 +4,6 @@ with a FutureWarning, until the next release."""
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import json
 import warnings
@@ -17,7 +16,8 @@ from typer.testing import CliRunner
 from grposcope.cli import app
 from grposcope.components.families import FAMILIES
 from grposcope.core import advantages
-from grposcope.core.registry import RENAMED, Option, Registry
+from grposcope.core import registry as registry_module
+from grposcope.core.registry import RENAMED, Registry
 from grposcope.sim import SimConfig
 from grposcope.trainer.config import GRPOConfig
 
@@ -33,34 +33,46 @@ REGISTRIES = {registry.kind: registry for registry in FAMILIES.values()}
 def test_every_declared_option_and_read_field_is_a_keyword_of_that_name(family, name):
     registry = FAMILIES[family]
     parameters = inspect.signature(registry.get(name)).parameters
-    fields = [o.field for o in registry.options(name)] + list(registry.reads(name))
+    fields = [*registry.options(name), *registry.reads(name)]
     assert [f for f in fields if f not in parameters] == []
     config_fields = set(GRPOConfig.field_names())
     assert [f for f in fields if f not in config_fields] == []  # and each is a GRPOConfig field of that name
 
 
-def test_an_option_is_a_field_and_a_doc_with_no_other_spelling():
-    assert [f.name for f in dataclasses.fields(Option)] == ["field", "doc"]
+def test_an_option_is_a_keyword_and_its_line_in_args_with_no_other_declaration():
+    assert not hasattr(registry_module, "Option")
+    assert "options" not in inspect.signature(Registry.register).parameters
+    estimators = FAMILIES["advantage_estimator"]
+    assert estimators.options("grpo") == ("scale_rewards", "advantage_std_unbiased", "advantage_eps")
+    assert estimators.docs("grpo")["advantage_eps"].startswith("Added to that std before dividing (TRL's 1e-4)")
+    assert "seed" not in estimators.options("avspo") and "seed" in estimators.reads("avspo")
 
 
 def test_build_passes_each_config_field_under_its_own_name():
     toy = Registry("toy")
 
-    @toy.register("a", options=[Option("width", "how wide")], reads=["seed"])
+    @toy.register("a", reads=["seed"])
     def a(width: int = 3, seed: int = 0):
+        """Args:
+            width: how wide."""
         return {"width": width, "seed": seed}
 
     assert toy.build("a", SimpleNamespace(width=7, seed=11, depth=2)) == {"width": 7, "seed": 11}
-    with pytest.raises(TypeError, match="declares the config option 'depth', which is not one of its keyword"):
-        toy.register("b", options=[Option("depth", "how deep")])(lambda d=1: None)
-    with pytest.raises(TypeError, match="declares the config option 'seed'"):
+
+    def b(d: int = 1):
+        """Args:
+            depth: how deep."""
+
+    with pytest.raises(TypeError, match="documents \\(Args:\\) the option 'depth', which is not one of its keyword"):
+        toy.register("b")(b)
+    with pytest.raises(TypeError, match="reads the config field 'seed', which is not one of its keyword"):
         toy.register("c", reads=["seed"])(lambda s=0: None)
 
 
 @pytest.mark.parametrize("kind,entry,old,new", RENAMES)
 def test_each_old_keyword_names_a_current_option_of_its_entry_and_is_no_keyword_itself(kind, entry, old, new):
     registry = REGISTRIES[kind]
-    fields = [o.field for o in registry.options(entry)] + list(registry.reads(entry))
+    fields = [*registry.options(entry), *registry.reads(entry)]
     assert new in fields
     assert old not in inspect.signature(registry.get(entry)).parameters
 

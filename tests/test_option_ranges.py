@@ -1,14 +1,16 @@
 """Every option's valid values (issue 26, point 4): each GRPOConfig option with a bad value, and the numeric
 options of the other commands, are refused where the config is built, in one line naming the option.
 
-The table below holds one bad value per GRPOConfig field; `test_the_table_covers_every_option` fails when an
-option is added without one.
+The table below holds one bad value per GRPOConfig field, but for a component option whose range is declared in
+its annotation (core/ranges.py): its bad value is derived from that range (DECLARED). `test_the_table_covers_every_
+option` fails when an option is added with neither.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 from test_hardening import no_model_loads, one_error_line, run
@@ -166,13 +168,34 @@ CASES: dict[str, tuple[dict, str]] = {
 }
 
 
+def _declared_cases() -> dict[str, tuple[dict, str]]:
+    """A bad value for each component option whose range is declared with it and that CASES leaves out: just past
+    the range's lower bound (or its upper one)."""
+    from grposcope.components.options import declared
+
+    out = {}
+    for field, option in declared().items():
+        rule = option.range
+        if field in CASES or rule is None:
+            continue
+        if rule.low is not None:
+            bad = rule.low if rule.low_open else rule.low - 1
+        else:
+            bad = rule.high if rule.high_open else rule.high + 1
+        out[field] = ({field: bad}, re.escape(f"{field} must be {rule.rule}"))
+    return out
+
+
+DECLARED = _declared_cases()
+
+
 def test_the_table_covers_every_option():
-    assert sorted(CASES) == sorted(GRPOConfig.field_names())
+    assert sorted({**CASES, **DECLARED}) == sorted(GRPOConfig.field_names())
 
 
-@pytest.mark.parametrize("option", list(CASES))
+@pytest.mark.parametrize("option", [*CASES, *DECLARED])
 def test_a_bad_value_of_each_option_is_refused_naming_it(option):
-    options, pattern = CASES[option]
+    options, pattern = {**CASES, **DECLARED}[option]
     with pytest.raises((ValueError, TypeError), match=pattern) as caught:
         GRPOConfig(**options)
     message = str(caught.value)

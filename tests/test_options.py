@@ -13,7 +13,7 @@ import yaml
 from grposcope.cli import coerce_all, parse_overrides
 from grposcope.components.families import FAMILIES
 from grposcope.components.options import declared
-from grposcope.core.registry import Option, Registry
+from grposcope.core.registry import Registry
 from grposcope.trainer.config import GRPOConfig
 from grposcope.trainer.options import unused_options
 from grposcope.trainer.setup import make_estimator, make_sampler
@@ -25,9 +25,9 @@ def test_every_parameter_of_every_registered_component_has_a_config_option(famil
     fields = set(GRPOConfig.field_names())
     for name in registry.names():
         params = set(inspect.signature(registry.get(name)).parameters)
-        set_by = {o.field for o in registry.options(name)} | set(registry.reads(name))
+        set_by = set(registry.options(name)) | set(registry.reads(name))
         assert params == set_by, f"{registry.kind} {name!r} takes {sorted(params - set_by)}, which no option sets"
-        assert {o.field for o in registry.options(name)} | set(registry.reads(name)) <= fields
+        assert set_by <= fields
 
 
 def test_an_option_takes_its_default_and_type_from_the_signature_and_must_agree_where_shared():
@@ -36,23 +36,40 @@ def test_an_option_takes_its_default_and_type_from_the_signature_and_must_agree_
     assert declared()["advantage_eps"].entries == ("avspo", "grpo", "pool")
     toy = Registry("toy")
 
-    @toy.register("a", options=[Option("width", "how wide")])
-    def a(width: int = 3): ...
+    @toy.register("a")
+    def a(width: int = 3):
+        """A toy.
 
-    with pytest.raises(TypeError, match="declares the config option 'depth', which is not one of its keyword"):
-        toy.register("b", options=[Option("depth", "how deep")])(lambda width=1: None)
+        Args:
+            width: how wide,
+                in cells.
+        """
 
     original = dict(FAMILIES)
     try:
         FAMILIES["toy"] = toy
         width = declared()["width"]
-        assert (width.family, width.entries, width.default, width.hint) == ("toy", ("a",), 3, int)
+        assert (width.family, width.entries, width.default, width.hint, width.doc) == ("toy", ("a",), 3, int,
+                                                                                        "how wide, in cells.")
 
-        @toy.register("c", options=[Option("width", "how wide")])
+        @toy.register("b")
+        def b(width: int = 3): ...  # shares a's option: a documents it
+
+        assert declared()["width"].entries == ("a", "b") and declared()["width"].doc == "how wide, in cells."
+
+        @toy.register("c")
         def c(width: int = 4): ...
 
-        with pytest.raises(TypeError, match="option 'width' is declared by .* with another family, default or "
-                                            "meaning"):
+        with pytest.raises(TypeError, match="option 'width' is declared by .* with another family, default, type, "
+                                            "doc or range"):
+            declared()
+        toy = FAMILIES["toy"] = Registry("toy")
+
+        @toy.register("d")
+        def d(depth: int = 1): ...
+
+        with pytest.raises(TypeError, match="option 'depth' of toy d has no doc: add 'depth: what it does' to "
+                                            "the Args: section"):
             declared()
     finally:
         FAMILIES.clear()

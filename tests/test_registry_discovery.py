@@ -274,7 +274,7 @@ def plant(monkeypatch, tmp_path: Path, package: ModuleType, source: str, registr
         monkeypatch.setattr(formats_package, "FORMATS", dict(formats_package.FORMATS))
         monkeypatch.setattr(formats_package, "_loaded", False)
     else:
-        for table in ("_entries", "_options", "_reads", "_hosts"):
+        for table in ("_entries", "_docs", "_ranges", "_reads", "_hosts"):
             monkeypatch.setattr(registry, table, dict(getattr(registry, table)))
         monkeypatch.setattr(registry, "_modules", registry._modules)
         monkeypatch.setattr(registry, "_loaded", False)

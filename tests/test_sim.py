@@ -121,7 +121,7 @@ def test_the_estimator_is_looked_up_in_the_registry_and_gets_reinforce_adas_pool
             return advantages.AdvantageOutput(advantages.pool_advantages(rewards, pool))
 
     registry = advantages.ESTIMATORS
-    for table, value in ((registry._entries, Spy), (registry._options, ()), (registry._reads, ()),
+    for table, value in ((registry._entries, Spy), (registry._docs, {}), (registry._ranges, {}), (registry._reads, ()),
                          (registry._hosts, ("grposcope",))):
         monkeypatch.setitem(table, "spy", value)  # registered for this test only
     simulate(small(sampler="reinforce_ada", estimator="spy", steps=3))

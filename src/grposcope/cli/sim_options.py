@@ -33,7 +33,6 @@ def component_flags() -> dict[str, Any]:
     declare, then the run-wide fields they read."""
     from ..components.families import FAMILIES
     from ..components.options import declared
-    from ..core.registry import Option
 
     flags = {field: option.hint for field, option in declared().items() if option.family in SIM_FAMILIES}
     for family in SIM_FAMILIES:
@@ -41,7 +40,7 @@ def component_flags() -> dict[str, Any]:
         for name in registry.names():
             for field in registry.reads(name):
                 if field not in flags and field not in RUN_FIELDS:
-                    flags[field] = registry.default(name, Option(field, ""))[1]
+                    flags[field] = registry.default(name, field)[1]
     return flags
 
 

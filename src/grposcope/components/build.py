@@ -21,7 +21,7 @@ def _options_of(config: Any, family: str) -> list[tuple[str, Any]]:
     registry, name = FAMILIES[family], getattr(config, family)
     if dotted(name):  # a plug-in reads its *_kwargs and any config field it names: compare them all
         return [(name, None), *sorted((k, v) for k, v in vars(config).items() if not k.startswith("_"))]
-    fields = [o.field for o in registry.options(name)] + list(registry.reads(name))
+    fields = [*registry.options(name), *registry.reads(name)]
     return [(name, None)] + [(field, getattr(config, field)) for field in fields]
 
 
@@ -66,6 +66,9 @@ def make_with(family: str, name: str, options: dict[str, Any], seed: int | None 
 
     registry = FAMILIES[family]
     if dotted(name):
+        registry.check_ranges(name, options)
         return registry.make(name, **options)
     seeded = {"seed": seed} if seed is not None and registry.takes(name, "seed") else {}
-    return registry.make(name, **{**seeded, **without_unread(family, name, options)})
+    params = {**seeded, **without_unread(family, name, options)}
+    registry.check_ranges(name, params)  # the ranges declared with the options, as a config's check applies
+    return registry.make(name, **params)

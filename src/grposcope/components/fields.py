@@ -1,6 +1,7 @@
-"""The components' options as dataclass fields, for IDEs and type checkers: rendered from the
-registrations by `python -m grposcope.trainer.config_doc --fields` (do not edit; tests/test_config.py
-checks it). grposcope's GRPOConfig inherits the first three, the TRL integration's the TRL ones."""
+"""The components' options as dataclass fields, for IDEs and type checkers: rendered from their
+signatures and docstrings by `python -m grposcope.cli.render` (do not edit; a stale file fails
+GRPOConfig() in one line naming that command). grposcope's GRPOConfig inherits the first three, the
+TRL integration's the TRL ones."""
 
 from __future__ import annotations
 

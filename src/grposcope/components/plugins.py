@@ -88,7 +88,9 @@ def build_plugin(registry: Registry, family: str, name: str, config: Any) -> Any
     """Plug-in `name` of `family`, built from a dataclass config (grposcope's GRPOConfig, the TRL subclass's)."""
     field = KWARGS[family]
     kwargs = read_kwargs(field, getattr(config, field, None))
-    return registry.make(name, **plugin_params(registry, name, kwargs, config_values(config), field))
+    params = plugin_params(registry, name, kwargs, config_values(config), field)
+    registry.check_ranges(name, params)  # a range a plug-in declares in its annotations, as a built-in's
+    return registry.make(name, **params)
 
 
 def unread_kwargs(config: Any, family: str) -> str | None:

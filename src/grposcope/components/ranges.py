@@ -5,9 +5,10 @@ value, and what None means where None is allowed; an error repeats them with the
 must be >= 0 (...), got -1.0"). A name means one thing wherever it is given (`kl_bound` in a training config and
 in `grposcope diagnose --kl_bound`), so it has one row.
 
-Component options (those an estimator, sampler or policy loss declares) are checked by their component when it
-is built; the table holds only the few that the components take unchecked. `success_threshold` has no range:
-rewards are any real numbers (weighted sums, penalties); it must only be finite.
+Component options (those an estimator, sampler or policy loss declares) are not here: each is checked where it
+is declared, by its component's `__init__` or by a range in its annotation (`Annotated[float, at_least(0)]`,
+core/ranges.py), which every host applies when it builds the entry (`Registry.check_ranges`).
+`success_threshold` has no range: rewards are any real numbers (weighted sums, penalties); it must only be finite.
 
 Pure Python: the diagnosis (no torch) reads it too.
 """
@@ -15,56 +16,12 @@ Pure Python: the diagnosis (no torch) reads it too.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
+from ..core.ranges import QUOTE_CHARS, Range, at_least, positive_int, quoted, within  # noqa: F401  (here too)
 from ..eval_settings import MAX_SEED
 
 MAX_TORCH_THREADS = 1024  # far above any machine's cores, far below the threads a process may start
-QUOTE_CHARS = 200  # what an error message quotes of a value: a YAML alias bomb repr'd in full takes gigabytes
-
-
-@dataclass(frozen=True)
-class Range:
-    """An interval of valid values; `hint` says what the option means (the fix), `none` what None means."""
-
-    rule: str  # as the message says it: "a positive integer", ">= 0", "in [0, 1]"
-    low: float | None = None
-    high: float | None = None
-    low_open: bool = False
-    high_open: bool = False
-    hint: str = ""
-    none: str = ""  # empty: None is not allowed (the type check refuses it)
-    whole: bool = False  # a whole number is asked (an int; never a bool)
-    also: tuple[float, ...] = ()  # values outside the interval that mean something (max_steps=-1)
-
-    def holds(self, value: Any) -> bool:
-        if value is None:
-            return True  # the type check already refused None where it is not allowed
-        if value in self.also:
-            return True
-        above = self.low is None or (value > self.low if self.low_open else value >= self.low)
-        below = self.high is None or (value < self.high if self.high_open else value <= self.high)
-        return above and below
-
-    def message(self, name: str, value: Any) -> str:
-        hint = f" ({self.hint})" if self.hint else ""
-        none = f"; or None for {self.none}" if self.none else ""
-        return f"{name} must be {self.rule}{hint}, got {quoted(value)}{none}"
-
-
-def positive_int(hint: str = "", none: str = "", high: int | None = None) -> Range:
-    rule = "a positive integer" if high is None else f"a whole number in [1, {high:,}]"
-    return Range(rule, low=1, high=high, hint=hint, none=none, whole=True)
-
-
-def at_least(low: float, hint: str = "", none: str = "", strict: bool = False, unit: str = "") -> Range:
-    return Range(f"{'>' if strict else '>='} {low}{unit}", low=low, low_open=strict, hint=hint, none=none)
-
-
-def within(low: float, high: float, bounds: str = "[]", hint: str = "") -> Range:
-    return Range(f"in {bounds[0]}{low}, {high}{bounds[1]}", low, high, bounds[0] == "(", bounds[1] == ")",
-                 hint=hint)
 
 
 # Every numeric GRPOConfig option but overlong_buffer_len (bounded by max_completion_length: config_checks) and
@@ -133,13 +90,6 @@ RANGES: dict[str, Range] = {
     "torch_threads": Range(f"in [1, {MAX_TORCH_THREADS}]", 1, MAX_TORCH_THREADS,
                            hint="torch's CPU threads, e.g. the machine's cores; more only contend for them",
                            none="torch's choice"),
-    # component options that their components take unchecked
-    "advantage_eps": at_least(0, "added to the std before dividing, e.g. 1e-4; at 0 a group of equal rewards "
-                              "gets NaN advantages", strict=True),
-    "virtual_reward_anchor": at_least(0, "how far above an all-wrong group's reward AVSPO's virtual rewards "
-                                      "reach, e.g. 0.1; at or below it the wrong replies would gain",
-                                      strict=True),
-    "acr_threshold_eta": at_least(0, "the step size of AVSPO's adaptive threshold, e.g. 0.01"),
     # grposcope diagnose's (what a log does not say)
     "entropy_floor": at_least(0, "the mean per-token entropy, in nats, below which entropy_collapse fires, e.g. "
                               "0.5"),
@@ -173,15 +123,3 @@ def not_finite(name: str, value: float, prefix: str = "") -> str:
     rule = RANGES.get(name)
     return (f"{prefix + name if prefix else 'option ' + name}: got {value}; give a finite number"
             + (f" ({rule.rule})" if rule is not None else ""))
-
-
-def quoted(value: Any, limit: int = QUOTE_CHARS) -> str:
-    """repr(value) cut to about `limit` characters, built without the full repr: reprlib stops at a few items
-    per level and a few levels deep (a 9-level YAML alias bomb holds 9^9 strings, shared, never expanded)."""
-    import reprlib
-
-    short = reprlib.Repr()
-    short.maxlevel, short.maxlist, short.maxtuple, short.maxdict, short.maxset = 4, 8, 8, 8, 8
-    short.maxstring = short.maxother = limit
-    text = short.repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."

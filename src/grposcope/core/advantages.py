@@ -17,13 +17,14 @@ Notation: B prompts, G completions per prompt, P rewards in a prompt's pool (P >
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Annotated, Any, Sequence
 
 import torch
 
 from ._tensors import check_rewards, group_mean, group_std
 from .diagnostics import collapse_metrics, collapsed_groups
-from .registry import HOSTS, Option, Registry
+from .ranges import at_least
+from .registry import HOSTS, Registry
 from .virtual_samples import (
     STRATEGIES,
     advantages_with_virtual,
@@ -173,26 +174,29 @@ def pool_advantages(
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Registered estimators, each with the config options it takes (core/registry.py)
+# Registered estimators. Each one's options are its keyword arguments, documented in its docstring's Args:
+# (core/registry.py); grpo documents the std options that pool and avspo share with it
 
-STD_OPTIONS = (
-    Option("advantage_std_unbiased", "The std that normalises advantages (grpo, avspo, pool with pool_std): "
-           "unbiased (ddof 1, as TRL) or the population std (False; the AVSPO paper's worked example)."),
-    Option("advantage_eps", "Added to that std before dividing (TRL's 1e-4), so that a group of near-equal "
-           "rewards stays finite."),
-)
-
-
-@register("grpo", hosts=HOSTS, options=[
-    Option("scale_rewards", 'grpo\'s std: "group", "batch" or "none" (TRL; True = "group", False = "none").'),
-    *STD_OPTIONS,
-])
+@register("grpo", hosts=HOSTS)
 class GRPO(AdvantageEstimator):
     """Group-normalised advantages; `scale_rewards` in {"group", "batch", "none"} (TRL's True / False: group /
-    none)."""
+    none).
 
-    def __init__(self, scale_rewards: str | bool = "group", advantage_std_unbiased: bool = True,
-                 advantage_eps: float = DEFAULT_EPS) -> None:
+    Args:
+        scale_rewards: grpo's std: "group", "batch" or "none" (TRL; True = "group", False = "none").
+        advantage_std_unbiased: The std that normalises advantages (grpo, avspo, pool with pool_std): unbiased (ddof 1,
+            as TRL) or the population std (False; the AVSPO paper's worked example).
+        advantage_eps: Added to that std before dividing (TRL's 1e-4), so that a group of near-equal rewards stays
+            finite.
+    """
+
+    def __init__(
+        self,
+        scale_rewards: str | bool = "group",
+        advantage_std_unbiased: bool = True,
+        advantage_eps: Annotated[float, at_least(0, "added to the std before dividing, e.g. 1e-4; at 0 a group of "
+                                                 "equal rewards gets NaN advantages", strict=True)] = DEFAULT_EPS,
+    ) -> None:
         scale = scale_rewards
         if isinstance(scale, bool):
             scale = "group" if scale else "none"
@@ -222,13 +226,14 @@ class RLOO(AdvantageEstimator):
         return AdvantageOutput(rloo_advantages(rewards))
 
 
-@register("pool", hosts=HOSTS, options=[
-    Option("pool_std", "pool (Reinforce-Ada's baseline): also divide by the std of the prompt's pool. The released "
-           "Reinforce-Ada script trains with the mean only."),
-    *STD_OPTIONS,
-])
+@register("pool", hosts=HOSTS)
 class PoolBaseline(AdvantageEstimator):
-    """Reinforce-Ada's pool baseline; `pool_std=True` also divides by the pool's std."""
+    """Reinforce-Ada's pool baseline; `pool_std=True` also divides by the pool's std.
+
+    Args:
+        pool_std: pool (Reinforce-Ada's baseline): also divide by the std of the prompt's pool. The released
+            Reinforce-Ada script trains with the mean only.
+    """
 
     def __init__(self, pool_std: bool = False, advantage_std_unbiased: bool = True,
                  advantage_eps: float = DEFAULT_EPS) -> None:
@@ -239,36 +244,7 @@ class PoolBaseline(AdvantageEstimator):
         return AdvantageOutput(pool_advantages(rewards, pool, self.pool_std, self.unbiased, self.eps))
 
 
-AVSPO_OPTIONS = (
-    Option("acr_threshold_init", "AVSPO's initial adaptive threshold tau: groups are augmented while the collapse "
-           "signal exceeds it."),
-    Option("virtual_sample_alpha", "AVSPO's alpha in K = ceil(G * signal ** alpha): how fast the number of "
-           "virtual samples grows."),
-    Option("virtual_sample_strategy", 'AVSPO\'s virtual reward values: "stratified" (the paper\'s Eq. 9), '
-           '"uniform", "fixed", "exp_decay", "opposite".'),
-    Option("virtual_reward_range", "AVSPO: the reward range [r_lo, r_hi] virtual rewards are drawn within (set it "
-           "to your reward's range)."),
-    Option("virtual_reward_anchor", "AVSPO: r_anchor, how far above an all-wrong group's common reward its virtual "
-           "rewards reach (Eq. 9)."),
-    Option("virtual_reward_partial", 'AVSPO: the value of every virtual reward under virtual_sample_strategy='
-           '"fixed".'),
-    Option("acr_threshold_adaptive", "AVSPO's adaptive threshold: tau moves towards the signal while the smoothed "
-           "batch reward rises and away from it while it falls. False keeps tau at acr_threshold_init."),
-    Option("acr_threshold_eta", "AVSPO: step size of the adaptive threshold."),
-    Option("acr_threshold_reward_ema", "AVSPO: smoothing of the batch mean reward J_t whose rise or fall moves the "
-           "threshold."),
-    Option("acr_threshold_min", "AVSPO: the adaptive threshold never goes below this."),
-    Option("acr_threshold_max", "AVSPO: the adaptive threshold never goes above this."),
-    Option("all_wrong_max_share", "AVSPO guard (grposcope's; docs/algorithms.md, \"When it hurts\"): the largest "
-           "share W / (W + R) of advantage mass that augmented all-wrong groups (W) may carry against the step's "
-           "mixed groups (R). Above it their advantages are scaled down, so beside no mixed group they make no "
-           "update, as under GRPO. 0.5 (the default, from 5 seeds at two learning rates): never more than the "
-           "mixed groups. None: the paper's AVSPO, unbounded."),
-    *STD_OPTIONS,
-)
-
-
-@register("avspo", hosts=HOSTS, options=AVSPO_OPTIONS, reads=["acr_ema_lambda", "success_threshold", "seed"])
+@register("avspo", hosts=HOSTS, reads=["acr_ema_lambda", "success_threshold", "seed"])
 class AVSPO(AdvantageEstimator):
     """Adaptive Virtual Sample Policy Optimization (arXiv 2605.21125). Stateful: call once per step.
 
@@ -279,26 +255,53 @@ class AVSPO(AdvantageEstimator):
     plain grpo advantages. Then tau moves towards the signal while the smoothed batch reward rises, away from
     it while it falls (`acr_threshold_eta`), clipped to [acr_threshold_min, acr_threshold_max];
     `acr_threshold_adaptive=False` keeps tau fixed.
+
+    Args:
+        acr_threshold_init: AVSPO's initial adaptive threshold tau: groups are augmented while the collapse signal
+            exceeds it.
+        virtual_sample_alpha: AVSPO's alpha in K = ceil(G * signal ** alpha): how fast the number of virtual samples
+            grows.
+        virtual_sample_strategy: AVSPO's virtual reward values: "stratified" (the paper's Eq. 9), "uniform", "fixed",
+            "exp_decay", "opposite".
+        virtual_reward_range: AVSPO: the reward range [r_lo, r_hi] virtual rewards are drawn within (set it to your
+            reward's range).
+        virtual_reward_anchor: AVSPO: r_anchor, how far above an all-wrong group's common reward its virtual rewards
+            reach (Eq. 9).
+        virtual_reward_partial: AVSPO: the value of every virtual reward under virtual_sample_strategy="fixed".
+        acr_threshold_adaptive: AVSPO's adaptive threshold: tau moves towards the signal while the smoothed batch reward
+            rises and away from it while it falls. False keeps tau at acr_threshold_init.
+        acr_threshold_eta: AVSPO: step size of the adaptive threshold.
+        acr_threshold_reward_ema: AVSPO: smoothing of the batch mean reward J_t whose rise or fall moves the threshold.
+        acr_threshold_min: AVSPO: the adaptive threshold never goes below this.
+        acr_threshold_max: AVSPO: the adaptive threshold never goes above this.
+        all_wrong_max_share: AVSPO guard (grposcope's; docs/algorithms.md, "When it hurts"): the largest share W / (W +
+            R) of advantage mass that augmented all-wrong groups (W) may carry against the step's mixed groups (R).
+            Above it their advantages are scaled down, so beside no mixed group they make no update, as under GRPO. 0.5
+            (the default, from 5 seeds at two learning rates): never more than the mixed groups. None: the paper's
+            AVSPO, unbounded.
     """
 
     def __init__(
         self,
-        virtual_sample_alpha: float = 0.5,
         acr_threshold_init: float = 0.5,
+        virtual_sample_alpha: float = 0.5,
         virtual_sample_strategy: str = "stratified",
-        acr_ema_lambda: float = 0.9,
+        virtual_reward_range: tuple[float, float] = (0.0, 1.0),
+        virtual_reward_anchor: Annotated[float, at_least(0, "how far above an all-wrong group's reward AVSPO's "
+                                                         "virtual rewards reach, e.g. 0.1; at or below it the wrong "
+                                                         "replies would gain", strict=True)] = 0.1,
+        virtual_reward_partial: float = 0.5,
         acr_threshold_adaptive: bool = True,
-        acr_threshold_eta: float = 0.01,
+        acr_threshold_eta: Annotated[float, at_least(0, "the step size of AVSPO's adaptive threshold, e.g. "
+                                                     "0.01")] = 0.01,
         acr_threshold_reward_ema: float = 0.9,
         acr_threshold_min: float = 0.1,
         acr_threshold_max: float = 0.9,
-        virtual_reward_range: tuple[float, float] = (0.0, 1.0),
-        virtual_reward_anchor: float = 0.1,
-        virtual_reward_partial: float = 0.5,
         all_wrong_max_share: float | None = 0.5,
-        success_threshold: float = 0.5,
         advantage_std_unbiased: bool = True,
         advantage_eps: float = DEFAULT_EPS,
+        acr_ema_lambda: float = 0.9,  # run-wide fields it reads: not its options
+        success_threshold: float = 0.5,
         seed: int = 0,
     ) -> None:
         if virtual_sample_strategy not in STRATEGIES:

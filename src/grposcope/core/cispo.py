@@ -20,7 +20,6 @@ import torch
 from ._tensors import masked_mean
 from .loss_registry import POLICY_LOSSES
 from .losses import aggregate, per_sequence
-from .registry import Option
 
 
 def cispo_loss(
@@ -56,14 +55,16 @@ def cispo_loss(
     return loss, metrics
 
 
-@POLICY_LOSSES.register("cispo", options=[
-    Option("cispo_epsilon_low", "cispo loss: the weight's lower bound is 1 - this; None: no lower bound, as "
-           "MiniMax-M1 (arXiv 2506.13585)."),
-    Option("cispo_epsilon_high", "cispo loss: the weight's upper bound is 1 + this (4: a weight of at most 5, the "
-           "cap TRL recommends after ScaleRL, arXiv 2510.13786)."),
-])
+@POLICY_LOSSES.register("cispo")
 class CISPO:
-    """Clipped IS-weight Policy Optimization: `cispo_loss` with its bounds fixed."""
+    """Clipped IS-weight Policy Optimization: `cispo_loss` with its bounds fixed.
+
+    Args:
+        cispo_epsilon_low: cispo loss: the weight's lower bound is 1 - this; None: no lower bound, as MiniMax-M1 (arXiv
+            2506.13585).
+        cispo_epsilon_high: cispo loss: the weight's upper bound is 1 + this (4: a weight of at most 5, the cap TRL
+            recommends after ScaleRL, arXiv 2510.13786).
+    """
 
     def __init__(self, cispo_epsilon_low: float | None = None, cispo_epsilon_high: float = 4.0) -> None:
         if (cispo_epsilon_low is not None and not 0 < cispo_epsilon_low <= 1) or cispo_epsilon_high <= 0:

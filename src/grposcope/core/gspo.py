@@ -19,7 +19,6 @@ import torch
 from ._tensors import masked_mean
 from .loss_registry import POLICY_LOSSES
 from .losses import aggregate, per_sequence
-from .registry import Option
 
 
 def gspo_loss(
@@ -61,12 +60,14 @@ def gspo_loss(
     return loss, metrics
 
 
-@POLICY_LOSSES.register("gspo", options=[
-    Option("gspo_epsilon", "gspo loss: lower clip range of the sequence ratio (GSPO, arXiv 2507.18071: 3e-4)."),
-    Option("gspo_epsilon_high", "gspo loss: upper clip range of the sequence ratio (GSPO: 4e-4)."),
-])
+@POLICY_LOSSES.register("gspo")
 class GSPO:
-    """Group Sequence Policy Optimization: `gspo_loss` with its clip ranges fixed."""
+    """Group Sequence Policy Optimization: `gspo_loss` with its clip ranges fixed.
+
+    Args:
+        gspo_epsilon: gspo loss: lower clip range of the sequence ratio (GSPO, arXiv 2507.18071: 3e-4).
+        gspo_epsilon_high: gspo loss: upper clip range of the sequence ratio (GSPO: 4e-4).
+    """
 
     def __init__(self, gspo_epsilon: float = 3e-4, gspo_epsilon_high: float = 4e-4) -> None:
         if not 0 < gspo_epsilon < 1 or gspo_epsilon_high <= 0:

@@ -3,13 +3,18 @@
 Every family (advantage estimators, samplers, policy losses, rewards, tasks, loggers) uses this class, so a
 name that is not registered fails the same way everywhere: with the list of the names that are.
 
-An entry declares its options where it is registered: `Option(field, doc)` names a config field and the
-entry's keyword argument of the same name, whose default and annotation are the option's default and type (one
-source, and one name: a grep for the field lands on the parameter that reads it). `reads` names run-wide config
-fields it takes, under their own names too (the seed, the success threshold). The trainer's config grows one
-field per declared option (trainer/options.py). `hosts` names the trainers an entry runs in (HOSTS): grposcope's
-own, TRL's subclass, verl's plugin. It is declared here, at the entry, and read by every host and by the docs'
-table; no host keeps its own list.
+An entry's signature is the whole declaration of its options, as in verl's `core_algos.py`: each keyword
+argument is a config field of the same name (and a CLI flag), its default and annotation are the option's
+default and type, and its doc is the entry's line in the `Args:` section (Google style: `name: text`,
+continuation lines indented) of its class's docstring, or its `__init__`'s, or the function's (`arg_docs`).
+One source, and one name: a grep for the field lands on the parameter that reads it. `reads` names the
+run-wide config fields among those keyword arguments (the seed, the success threshold): they are the run's,
+not the entry's options. Entries of a family may share an option (grpo, avspo and pool take advantage_eps):
+one of them documents it, and they all give it the same default (components/options.py checks both).
+grposcope's config and the TRL subclass's have one field per option (components/fields.py, rendered from
+these declarations by `python -m grposcope.cli.render`). `hosts` names the trainers an entry runs in (HOSTS):
+grposcope's own, TRL's subclass, verl's plugin. It is declared here, at the entry, and read by every host and by
+the docs' table; no host keeps its own list.
 
 A family whose entries live in modules of their own finds them itself: its registry is given its package once
 (`package=`), and its first lookup imports every module of that package (`entry_modules`), each of which
@@ -21,8 +26,8 @@ listed between the two, in the order of its module's name, never left out.
 
 A plug-in from outside the package is named by its dotted path, "package.module:Name" (torchtune's way of
 naming a component, with the colon of Python's entry points): `get` imports that module, and only it, the first
-time the name is looked up, and registers what it names with no declared option. Its options are its keyword
-arguments (grposcope.components.plugins).
+time the name is looked up, and registers it under the same rule: its options are its keyword arguments
+(grposcope.components.plugins says where each takes its value from).
 """
 
 from __future__ import annotations
@@ -30,12 +35,13 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+import re
 import typing
 import warnings
-from dataclasses import dataclass
 from typing import Any, Callable, Generic, Iterable, Mapping, TypeVar
 
 from ..errors import InputTypeError
+from .ranges import Range, check_value, declared_ranges
 
 T = TypeVar("T")
 HOSTS = ("grposcope", "trl", "verl")  # grposcope's own trainer, grposcope.integrations.trl, .verl
@@ -46,13 +52,46 @@ def dotted(name: object) -> bool:
     return isinstance(name, str) and ":" in name
 
 
-@dataclass(frozen=True)
-class Option:
-    """A config option of a registered entry: the config field (and CLI flag) that sets it, TRL's flat name
-    where TRL has one, and the entry's keyword argument that takes it; what it means, with its paper."""
+def arg_docs(factory: Callable[..., Any]) -> dict[str, str]:
+    """Each keyword argument documented in the `Args:` section of `factory`'s docstring (a class's own, then its
+    `__init__`'s; a function's) -> its text on one line. Google style: an entry is `name: text` or
+    `name (type): text`, its continuation lines indented deeper; the section ends at a line indented no deeper
+    than `Args:`. A class inherits no docs: each entry documents its own options."""
+    docs: dict[str, str] = {}
+    sources = [vars(factory).get("__doc__"), vars(factory).get("__init__", None)] if inspect.isclass(factory) \
+        else [factory.__doc__]
+    for source in sources:
+        text = source if isinstance(source, str) or source is None else getattr(source, "__doc__", None)
+        docs.update(_args_section(inspect.cleandoc(text or "")))
+    return docs
 
-    field: str
-    doc: str
+
+_SECTIONS = ("Returns:", "Raises:", "Yields:", "Example:", "Examples:", "Note:", "Notes:")  # Args: ends there
+
+
+def _args_section(doc: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    lines = doc.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.strip() == "Args:"), None)
+    if start is None:
+        return out
+    # cleandoc dedents every line but the first: an `Args:` that opens the docstring has its entries at 0
+    base = len(lines[start]) - len(lines[start].lstrip()) if start else -1
+    entry_indent, name = None, None
+    for line in lines[start + 1:]:
+        indent = len(line) - len(line.lstrip())
+        if not line.strip():
+            continue
+        if indent <= base or line.strip() in _SECTIONS:
+            break
+        entry_indent = indent if entry_indent is None else entry_indent
+        head = re.match(r"(\w+)\s*(\([^)]*\))?:\s*(.*)", line.strip()) if indent == entry_indent else None
+        if head:
+            name = head.group(1)
+            out[name] = head.group(3)
+        elif name is not None:
+            out[name] += " " + line.strip()
+    return {key: " ".join(text.split()) for key, text in out.items()}
 
 
 # The keywords entries took before they were spelled as their config fields, accepted by `Registry.make` (so by
@@ -85,13 +124,19 @@ def entry_modules(package: str) -> list[str]:
     return sorted(f"{package}.{m.name}" for m in pkgutil.iter_modules(path) if not m.ispkg and m.name[0] != "_")
 
 
+def keywords(factory: Callable[..., Any]) -> list[str]:
+    """The names `factory` takes as keyword arguments, in its signature's order (a class: its `__init__`'s)."""
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [p.name for p in inspect.signature(factory).parameters.values() if p.kind in kinds]
+
+
 class Registry(Generic[T]):
     """Maps names to factories (classes or functions) of one plug-in family.
 
     >>> estimators = Registry("advantage estimator")
-    >>> @estimators.register("grpo", options=[Option("scale_rewards", "grpo's std")])
+    >>> @estimators.register("grpo", reads=["seed"])  # one option, scale_rewards; seed is the run's
     ... class GRPO:
-    ...     def __init__(self, scale_rewards: str = "group"): ...
+    ...     def __init__(self, scale_rewards: str = "group", seed: int = 0): ...
     """
 
     def __init__(self, kind: str, package: str | None = None, first: Iterable[str] = (), last: Iterable[str] = (),
@@ -105,7 +150,8 @@ class Registry(Generic[T]):
         self.kind = kind
         self._base = base
         self._entries: dict[str, Callable[..., T]] = {}
-        self._options: dict[str, tuple[Option, ...]] = {}
+        self._docs: dict[str, dict[str, str]] = {}
+        self._ranges: dict[str, dict[str, Range]] = {}
         self._reads: dict[str, tuple[str, ...]] = {}
         self._hosts: dict[str, tuple[str, ...]] = {}
         self.package = package
@@ -124,11 +170,12 @@ class Registry(Generic[T]):
         for module in self._modules:
             importlib.import_module(module)
 
-    def register(self, name: str, options: Iterable[Option] = (), reads: Iterable[str] = (),
+    def register(self, name: str, reads: Iterable[str] = (),
                  hosts: Iterable[str] = ("grposcope",)) -> Callable[[Callable[..., T]], Callable[..., T]]:
-        """`options`: the entry's own config options; `reads`: run-wide config fields it takes. Each is a
-        keyword argument of the entry, spelled as the config field. `hosts`: the trainers it runs in (HOSTS)."""
-        options, reads, hosts = tuple(options), tuple(reads), tuple(hosts)
+        """The entry's options are its keyword arguments (`options`), documented in its docstring's `Args:`;
+        `reads`: those of them that are run-wide config fields, not its own. `hosts`: the trainers it runs in
+        (HOSTS)."""
+        reads, hosts = tuple(reads), tuple(hosts)
         unknown = [h for h in hosts if h not in HOSTS]
         if unknown:
             raise ValueError(f"{self.kind} {name!r}: unknown host(s) {', '.join(unknown)}; known: {', '.join(HOSTS)}")
@@ -136,12 +183,14 @@ class Registry(Generic[T]):
         def decorator(factory: Callable[..., T]) -> Callable[..., T]:
             if name in self._entries:
                 raise ValueError(f"{self.kind} {name!r} is already registered")
-            parameters = inspect.signature(factory).parameters
-            for field in [o.field for o in options] + list(reads):
+            parameters, docs = keywords(factory), arg_docs(factory)
+            for field in [*reads, *docs]:
                 if field not in parameters:
-                    raise TypeError(f"{self.kind} {name!r} declares the config option {field!r}, which is not one "
-                                    f"of its keyword arguments; it takes {inspect.signature(factory)}")
-            self._entries[name], self._options[name], self._reads[name] = factory, options, reads
+                    what = "reads the config field" if field in reads else "documents (Args:) the option"
+                    raise TypeError(f"{self.kind} {name!r} {what} {field!r}, which is not one of its keyword "
+                                    f"arguments; it takes {inspect.signature(factory)}")
+            self._entries[name], self._docs[name], self._reads[name] = factory, docs, reads
+            self._ranges[name] = declared_ranges(factory)
             self._hosts[name] = hosts
             return factory
 
@@ -160,7 +209,7 @@ class Registry(Generic[T]):
 
     def plugin(self, name: str) -> Callable[..., T]:
         """Loads the plug-in `name` ("package.module:Name", Name may be dotted: Outer.Inner) and registers it,
-        runnable in every host, with no declared option: its options are its keyword arguments. Imports that
+        runnable in every host; its options are its keyword arguments, as every entry's. Imports that
         module only (and, as Python does, the packages above it)."""
         module_name, _, attribute = name.partition(":")
         if not all(part.isidentifier() for part in [*module_name.split("."), *attribute.split(".")]):
@@ -179,7 +228,8 @@ class Registry(Generic[T]):
                 raise ValueError(f"{self.kind} {name!r}: {module_name} ({module.__file__}) has no {attribute!r}")
             factory = getattr(factory, part)
         self._check_plugin(name, factory)
-        self._entries[name], self._options[name], self._reads[name] = factory, (), ()
+        self._entries[name], self._docs[name], self._reads[name] = factory, arg_docs(factory), ()
+        self._ranges[name] = declared_ranges(factory)
         self._hosts[name] = HOSTS
         self._plugins.add(name)
         return factory
@@ -208,7 +258,7 @@ class Registry(Generic[T]):
         if name not in self._plugins:
             raise ValueError(f"{self.kind} {name!r} is no plug-in loaded from a dotted path")
         self._plugins.discard(name)
-        for table in (self._entries, self._options, self._reads, self._hosts):
+        for table in (self._entries, self._docs, self._ranges, self._reads, self._hosts):
             table.pop(name)
 
     def is_plugin(self, name: str) -> bool:
@@ -228,12 +278,22 @@ class Registry(Generic[T]):
             raise InputTypeError(f"{self.kind} {name!r}: {err}; it takes {inspect.signature(factory)}") from None
         return factory(**params)
 
-    def build(self, name: str, config: Any) -> T:
-        """Builds the entry `name` from a config object: each declared option and run-wide field it reads is
-        the keyword argument of that name, taken from the config attribute of that name."""
+    def check_ranges(self, name: str, params: Mapping[str, Any]) -> None:
+        """Raises in one line when a value of `params` breaks the range its option declares (`range`). Every
+        host checks a config's options so before building (`build`, components.build); `make`, the library's
+        own call, does not: the AVSPO paper's worked example divides by a std with advantage_eps 0."""
         self.get(name)
-        fields = [o.field for o in self._options[name]] + list(self._reads[name])
-        return self.make(name, **{field: getattr(config, field) for field in fields})
+        for key, value in self.current(name, params).items():
+            rule = self.range(name, key)
+            if rule is not None:
+                check_value(key, value, rule)
+
+    def build(self, name: str, config: Any) -> T:
+        """Builds the entry `name` from a config object: each of its keyword arguments (its options and the
+        run-wide fields it reads) taken from the config attribute of that name."""
+        params = {field: getattr(config, field) for field in [*self.options(name), *self.reads(name)]}
+        self.check_ranges(name, params)
+        return self.make(name, **params)
 
     def current(self, name: str, params: Mapping[str, Any]) -> dict[str, Any]:
         """`params` with each old keyword of entry `name` (RENAMED) spelled as its config field, with a
@@ -251,9 +311,30 @@ class Registry(Generic[T]):
             out[new] = value
         return out
 
-    def options(self, name: str) -> tuple[Option, ...]:
+    def options(self, name: str) -> tuple[str, ...]:
+        """Entry `name`'s options: its keyword arguments but the run-wide fields it reads, in its signature's
+        order (a config field each)."""
+        reads = self.reads(name)
+        return tuple(k for k in keywords(self.get(name)) if k not in reads)
+
+    def ranges(self, name: str) -> dict[str, Range]:
+        """The ranges entry `name` declares in its own annotations (`core.ranges.declared_ranges`)."""
         self.get(name)
-        return self._options[name]
+        return self._ranges[name]
+
+    def range(self, name: str, field: str) -> Range | None:
+        """The range of option `field` of entry `name`: declared in its annotation, by this entry or, for an
+        option entries share (advantage_eps), by another of the family's own (documented once, ranged once)."""
+        own = self._ranges.get(name, {})
+        if field in own or name in self._plugins:
+            return own.get(field)
+        return next((r[field] for entry, r in self._ranges.items() if field in r and entry not in self._plugins),
+                    None)
+
+    def docs(self, name: str) -> dict[str, str]:
+        """Entry `name`'s options documented in its docstring's `Args:` -> their text (`arg_docs`)."""
+        self.get(name)
+        return self._docs[name]
 
     def reads(self, name: str) -> tuple[str, ...]:
         """The run-wide config fields entry `name` takes (each a keyword argument of that name)."""
@@ -289,12 +370,13 @@ class Registry(Generic[T]):
 
         return sorted((name for name in self._entries if name not in self._plugins), key=place)
 
-    def default(self, name: str, option: Option) -> tuple[Any, Any]:
-        """The default and the type of `option` of entry `name`: its keyword's in the entry's signature."""
+    def default(self, name: str, field: str) -> tuple[Any, Any]:
+        """The default and the type of keyword argument `field` of entry `name`, from its signature
+        (`inspect.Parameter.empty` where it has no default)."""
         factory = self.get(name)
-        parameter = inspect.signature(factory).parameters[option.field]
+        parameter = inspect.signature(factory).parameters[field]
         target = factory.__init__ if inspect.isclass(factory) else factory
-        hint = typing.get_type_hints(target).get(option.field, Any)
+        hint = typing.get_type_hints(target).get(field, Any)
         return parameter.default, hint
 
     def takes(self, name: str, keyword: str) -> bool:

@@ -2,7 +2,7 @@
 grposcope's own trainer, TRL and verl, read from each entry's `hosts` (core.registry), so that the table cannot
 drift from the code; a test keeps the embedded copy in sync.
 
-    python -m grposcope.integrations.hosts_doc
+    python -m grposcope.integrations.hosts_doc   # to look at; `python -m grposcope.cli.render` embeds it
 """
 
 from __future__ import annotations

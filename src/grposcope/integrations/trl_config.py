@@ -20,7 +20,7 @@ from ..components.build import check
 from ..components.families import estimator_with_avspo
 from ..components.field_docs import field_docs
 from ..components.fields import TRLEstimatorOptions, TRLRunWideOptions, TRLSamplerOptions
-from ..components.options import declared, unread_component_option
+from ..components.options import check_fields, declared, unread_component_option
 from ..components.plugins import KWARGS, read_kwargs
 from ..components.ranges import check_options
 from ..core.advantages import ESTIMATORS
@@ -56,6 +56,7 @@ class GRPOConfig(TRLSamplerOptions, TRLEstimatorOptions, TRLRunWideOptions, TRLG
     """
 
     def __post_init__(self) -> None:
+        check_fields(self, "trl")  # components/fields.py rendered after the last declaration changed
         super().__post_init__()
         self.advantage_estimator = estimator_with_avspo(self.advantage_estimator, self.use_avspo)
         ESTIMATORS.get(self.advantage_estimator)  # an unknown name fails with the known ones

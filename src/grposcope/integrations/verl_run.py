@@ -68,7 +68,7 @@ def config_fields(name: str) -> list[str]:
     core = NAMES[name]
     if ESTIMATORS.is_plugin(core):
         return plugin_fields(ESTIMATORS, "advantage_estimator", core)
-    return [o.field for o in ESTIMATORS.options(core)] + list(ESTIMATORS.reads(core))
+    return [*ESTIMATORS.options(core), *ESTIMATORS.reads(core)]
 
 
 def add_plugin(name: str) -> None:
@@ -129,7 +129,7 @@ def sampler_fields(section: dict[str, Any]) -> set[str]:
         return set()
     if SAMPLERS.is_plugin(name):
         return {SAMPLER_KEY, *plugin_fields(SAMPLERS, "sampler", name)}
-    return {SAMPLER_KEY, *(o.field for o in SAMPLERS.options(name)), *SAMPLERS.reads(name)}
+    return {SAMPLER_KEY, *SAMPLERS.options(name), *SAMPLERS.reads(name)}
 
 
 def estimator_params(name: str, config: Any) -> tuple[dict[str, Any], float]:

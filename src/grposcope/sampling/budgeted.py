@@ -25,7 +25,6 @@ from typing import Any
 
 import torch
 
-from ..core.registry import Option
 from .base import (
     READS,
     DrawFn,
@@ -57,21 +56,26 @@ def p_mixed(a: torch.Tensor, b: torch.Tensor, g: int) -> torch.Tensor:
 # the batch is far more than a step can draw from (greso's filter stops at the same multiple).
 MAX_CANDIDATES = 100
 
-@SAMPLERS.register("budgeted", reads=READS, hosts=("grposcope", "trl", "verl"), options=[
-    Option("sample_budget", 'budgeted, knapsack: completions generated per step (default: prompts per generation '
-           'x num_generations, what "fixed" spends).'),
-    Option("budget_candidates", "budgeted: prompts considered per step, as a multiple of the batch (the batch and "
-           "the next ones)."),
-    Option("budget_first_round", "budgeted: the share of the budget its first round spends; later rounds re-rank "
-           "the untried prompts with what the first one taught."),
-    Option("budget_decay", "budgeted: per-step discount of a prompt's success/failure counts: old evidence fades "
-           "as the policy moves, so a skipped prompt is tried again."),
-    Option("budget_prior_strength", "budgeted: the weight, in samples, of the prior (the run's recent success "
-           "rate) in each prompt's belief."),
-    Option("budget_min_p_mixed", "budgeted: never draw a prompt whose chance of a mixed group is below this "
-           "(almost surely solved or hopeless for now)."),
-])
+@SAMPLERS.register("budgeted", reads=READS, hosts=("grposcope", "trl", "verl"))
 class Budgeted(Sampler):
+    """grposcope's budgeted sampler: a fixed sample budget spent where a mixed group is most likely. Its options are
+    config fields of the same names.
+
+    Args:
+        sample_budget: budgeted, knapsack: completions generated per step (default: prompts per generation x
+            num_generations, what "fixed" spends).
+        budget_candidates: budgeted: prompts considered per step, as a multiple of the batch (the batch and the next
+            ones).
+        budget_first_round: budgeted: the share of the budget its first round spends; later rounds re-rank the untried
+            prompts with what the first one taught.
+        budget_decay: budgeted: per-step discount of a prompt's success/failure counts: old evidence fades as the policy
+            moves, so a skipped prompt is tried again.
+        budget_prior_strength: budgeted: the weight, in samples, of the prior (the run's recent success rate) in each
+            prompt's belief.
+        budget_min_p_mixed: budgeted: never draw a prompt whose chance of a mixed group is below this (almost surely
+            solved or hopeless for now).
+    """
+
     closed_form = False  # whom it draws depends on what it learnt of each prompt: Monte Carlo
     per_prompt = False  # one budget shared by the batch: it spends at most B x G by construction
 

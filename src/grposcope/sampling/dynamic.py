@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.registry import Option
 from ..errors import RunError
 from .base import READS, DrawFn, KeptGroups, MorePrompts, Sampler, Selection
 from .registry import SAMPLERS
@@ -21,13 +20,18 @@ from .registry import SAMPLERS
 SHORTFALL = ("train", "error")
 
 
-@SAMPLERS.register("dynamic", reads=READS, hosts=("grposcope", "trl"), options=[
-    Option("max_gen_batches", "dynamic, greso: batches generated per step at most while collecting informative "
-           "groups (verl's max_num_gen_batches)."),
-    Option("on_shortfall", 'dynamic: when fewer informative groups than the batch were found, "train" on those '
-           'kept (logged in `sampler/shortfall`) or stop with an "error" (verl\'s behaviour).'),
-])
+@SAMPLERS.register("dynamic", reads=READS, hosts=("grposcope", "trl"))
 class Dynamic(Sampler):
+    """DAPO's dynamic sampling (arXiv 2503.14476): keeps only informative (mixed) groups. Its options are config fields
+    of the same names.
+
+    Args:
+        max_gen_batches: dynamic, greso: batches generated per step at most while collecting informative groups (verl's
+            max_num_gen_batches).
+        on_shortfall: dynamic: when fewer informative groups than the batch were found, "train" on those kept (logged in
+            `sampler/shortfall`) or stop with an "error" (verl's behaviour).
+    """
+
     closed_form = True  # batches of B until B mixed groups: binomial sums in q = 1 - ACR (forecast.dynamic_cost)
     per_prompt = False  # whether batch i + 1 is drawn depends on the whole batch: recomputed at each smaller B
 

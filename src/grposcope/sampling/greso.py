@@ -37,7 +37,6 @@ from typing import Any
 
 import torch
 
-from ..core.registry import Option
 from .base import READS, DrawFn, KeptGroups, MorePrompts, Sampler, Selection, example_key, informative
 from .registry import SAMPLERS
 
@@ -68,19 +67,22 @@ def zero_variance_kind(rewards: torch.Tensor, threshold: float) -> torch.Tensor:
     return torch.where(informative(rewards), 0, kind)
 
 
-@SAMPLERS.register("greso", reads=READS, hosts=("grposcope", "trl"), options=[
-    Option("greso_p_easy", "greso: the initial exploration probability p of prompts whose recent groups all "
-           "succeeded; such a prompt with z in a row is skipped with probability 1 - p^z (arXiv 2506.02177)."),
-    Option("greso_p_hard", "greso: the same for prompts whose recent groups all failed."),
-    Option("greso_target_zero_variance", "greso: the share of zero-variance groups the exploration probabilities "
-           "steer towards, a third of it all-correct and two thirds all-wrong (the release's split)."),
-    Option("greso_p_step", "greso: how much p_easy and p_hard move per step towards their targets."),
-    Option("greso_max_candidates", "greso: prompts the pre-rollout filter may look at per batch, as a multiple "
-           "of the batch, before it draws the survivors it has."),
-    Option("max_gen_batches", "dynamic, greso: batches generated per step at most while collecting informative "
-           "groups (verl's max_num_gen_batches)."),
-])
+@SAMPLERS.register("greso", reads=READS, hosts=("grposcope", "trl"))
 class Greso(Sampler):
+    """GRESO (arXiv 2506.02177): skips prompts whose recent groups had zero variance, with a probability that learns.
+    Its options are config fields of the same names.
+
+    Args:
+        greso_p_easy: greso: the initial exploration probability p of prompts whose recent groups all succeeded; such a
+            prompt with z in a row is skipped with probability 1 - p^z (arXiv 2506.02177).
+        greso_p_hard: greso: the same for prompts whose recent groups all failed.
+        greso_target_zero_variance: greso: the share of zero-variance groups the exploration probabilities steer
+            towards, a third of it all-correct and two thirds all-wrong (the release's split).
+        greso_p_step: greso: how much p_easy and p_hard move per step towards their targets.
+        greso_max_candidates: greso: prompts the pre-rollout filter may look at per batch, as a multiple of the batch,
+            before it draws the survivors it has.
+    """
+
     closed_form = False  # whom it draws depends on each prompt's history: Monte Carlo
     per_prompt = False  # the batch refills and the exploration probabilities are shared by the batch
 

@@ -34,7 +34,6 @@ from typing import Any
 import torch
 
 from ..core.advantages import pool_stats
-from ..core.registry import Option
 from ..errors import RunError
 from ..machine import available_memory, gib
 from .base import (
@@ -101,13 +100,16 @@ def allocation_bytes(prompts: int, capacity: int, most: int) -> int:
     return 8 * (prompts * (most + 1) + prompts * (capacity + 1) + 3 * (capacity + 1) * (most + 1))
 
 
-@SAMPLERS.register("knapsack", reads=READS, hosts=("grposcope",), options=[
-    Option("sample_budget", 'budgeted, knapsack: completions generated per step (default: prompts per generation '
-           'x num_generations, what "fixed" spends).'),
-    Option("knapsack_max_groups", "knapsack: the most samples one prompt may get in a step, in groups of G "
-           "(Knapsack RL, arXiv 2509.25849)."),
-])
+@SAMPLERS.register("knapsack", reads=READS, hosts=("grposcope",))
 class Knapsack(Sampler):
+    """Knapsack RL (arXiv 2509.25849): a fixed sample budget spread over the prompts by a knapsack. Its options are
+    config fields of the same names.
+
+    Args:
+        knapsack_max_groups: knapsack: the most samples one prompt may get in a step, in groups of G (Knapsack RL, arXiv
+            2509.25849).
+    """
+
     makes_pool = True
     closed_form = False  # whom it draws depends on each prompt's last success rate: Monte Carlo
     per_prompt = False  # one budget shared by the batch

@@ -22,23 +22,25 @@ from typing import Any
 import torch
 
 from ..core.advantages import pool_stats
-from ..core.registry import Option
 from .base import READS, DrawFn, MorePrompts, Sampler, Selection, accounting, balanced, pick, sample_numbers
 from .registry import SAMPLERS
 
 EXIT_RULES = ("pos", "balance")
 
 
-@SAMPLERS.register("reinforce_ada", reads=READS, hosts=("grposcope", "trl", "verl"), options=[
-    Option("exit_rule", 'reinforce_ada: a prompt stops being sampled once it has at least one correct sample '
-           '("pos") or G/2 correct and G/2 wrong ones ("balance").'),
-    Option("round_size", "reinforce_ada: samples per prompt per round."),
-    Option("max_rounds", "reinforce_ada: rounds at most; a prompt still unresolved after them is kept (see "
-           "drop_unresolved)."),
-    Option("drop_unresolved", "reinforce_ada: drop prompts the exit rule never accepted instead of training on "
-           "them."),
-])
+@SAMPLERS.register("reinforce_ada", reads=READS, hosts=("grposcope", "trl", "verl"))
 class ReinforceAda(Sampler):
+    """Reinforce-Ada (arXiv 2510.04996): samples each prompt in rounds until its exit rule accepts it. Its options are
+    config fields of the same names.
+
+    Args:
+        exit_rule: reinforce_ada: a prompt stops being sampled once it has at least one correct sample ("pos") or G/2
+            correct and G/2 wrong ones ("balance").
+        round_size: reinforce_ada: samples per prompt per round.
+        max_rounds: reinforce_ada: rounds at most; a prompt still unresolved after them is kept (see drop_unresolved).
+        drop_unresolved: reinforce_ada: drop prompts the exit rule never accepted instead of training on them.
+    """
+
     makes_pool = True
     closed_form = False  # how many rounds a prompt takes depends on its own pass rate: Monte Carlo
     per_prompt = True  # each prompt draws rounds until it resolves, whatever the others do

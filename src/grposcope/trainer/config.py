@@ -2,8 +2,9 @@
 
 Names and defaults follow TRL's GRPOConfig where TRL has the option (so a TRL script ports by changing its
 import); grposcope's own options follow. The run-wide options are declared here; each advantage estimator,
-sampler and policy loss declares its own where it is registered; GRPOConfig inherits them as fields from
-components/fields.py, rendered from the registrations (so that IDEs and type checkers see every option).
+sampler and policy loss declares its own by its signature (core/registry.py); GRPOConfig inherits them as fields
+from components/fields.py, rendered from those signatures by `python -m grposcope.cli.render` (so that IDEs and
+type checkers see every option; a stale file fails here in one line naming that command).
 Validation happens in __post_init__, with messages that say what to do; each option's type and range are in
 trainer/config_checks.py.
 """
@@ -17,7 +18,7 @@ from typing import Any
 from ..components.build import check as check_components
 from ..components.families import FAMILIES, estimator_with_avspo
 from ..components.fields import EstimatorOptions, LossOptions, SamplerOptions
-from ..components.options import checked_entries
+from ..components.options import check_fields, checked_entries
 from ..components.plugins import KWARGS, read_kwargs
 from ..core.losses import KL_ESTIMATORS, ROLLOUT_CORRECTIONS
 from ..eval_settings import MAX_PROMPT_LENGTH
@@ -290,6 +291,7 @@ class GRPOConfig(LossOptions, SamplerOptions, EstimatorOptions):
     """torch.set_num_threads for the run (default: torch's choice)."""
 
     def __post_init__(self) -> None:
+        check_fields(self, "grposcope")  # components/fields.py rendered after the last declaration changed
         check_values(self)  # types, then each option's range (config_checks.py)
         if self.use_vllm:
             raise ValueError(

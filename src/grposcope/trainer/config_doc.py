@@ -1,9 +1,8 @@
 """Renders GRPOConfig's fields as a Markdown table: the run-wide ones from config.py itself (name, default,
-docstring), the components' from their registrations, and from options.py which component reads each, so
-that each option is documented once: docs/usage.md embeds the output, and a test keeps it in sync.
-
-    python -m grposcope.trainer.config_doc            # the table
-    python -m grposcope.trainer.config_doc --fields   # components/fields.py
+docstring), the components' from their signatures and docstrings, and from options.py which component reads
+each, so that each option is documented once: docs/usage.md embeds the output; and components/fields.py, the
+components' options as dataclass fields. `python -m grposcope.cli.render` writes both (and integrations.md's
+table); tests fail until it has.
 """
 
 from __future__ import annotations
@@ -62,7 +61,7 @@ def config_table() -> str:
 
 
 def component_rows() -> list[str]:
-    """The options the components declare where they are registered, one section per family."""
+    """The options the components declare by their signatures, one section per family."""
     from ..components.families import FAMILIES
     from ..components.options import declared
     from .options import readers, show
@@ -89,7 +88,6 @@ def embed(markdown: str) -> str:
 FIELDS_FILE = Path(__file__).parents[1] / "components" / "fields.py"
 _MIXINS = {"advantage_estimator": ("EstimatorOptions", "the advantage estimators'"),
            "sampler": ("SamplerOptions", "the samplers'"), "policy_loss": ("LossOptions", "the policy losses'")}
-TRL_SHARED = ("scale_rewards",)  # TRL's own field, grpo's option: TRL's GRPOConfig keeps its declaration
 # grposcope's run-wide fields the TRL integration's config adds, meaning what they mean in grposcope's own
 TRL_RUN_WIDE = ("advantage_estimator", "advantage_estimator_kwargs", "use_avspo", "sampler", "sampler_kwargs",
                 "success_threshold", "acr_ema_lambda", "kl_bound", "skip_no_signal_steps", "diagnose_every")
@@ -101,17 +99,17 @@ def _hint(hint) -> str:
 
 def render_fields() -> str:
     """The source of components/fields.py: one dataclass per family with a field per declared option (type,
-    default and doc from the registration), and the TRL subclass's subsets (the entries that run in TRL,
-    without TRL's own fields). `GRPOConfig` inherits them, so an IDE, mypy or pyright sees every option;
-    tests/test_config.py fails until this file is rendered again after a registration changes:
-        python -m grposcope.trainer.config_doc --fields"""
-    from ..components.families import FAMILIES
-    from ..components.options import declared
+    default and doc from the entry's signature and docstring), and the TRL subclass's subsets (the entries
+    that run in TRL, without TRL's own fields). `GRPOConfig` inherits them, so an IDE, mypy or pyright sees
+    every option; after a declaration changes, `GRPOConfig()` fails in one line (components.options.
+    check_fields) and tests/test_config_static.py fails until `python -m grposcope.cli.render` has run."""
+    from ..components.options import RENDER, TRL_SHARED, declared, in_host
 
     options = declared()
-    lines = ['"""The components\' options as dataclass fields, for IDEs and type checkers: rendered from the',
-             "registrations by `python -m grposcope.trainer.config_doc --fields` (do not edit; tests/test_config.py",
-             'checks it). grposcope\'s GRPOConfig inherits the first three, the TRL integration\'s the TRL ones."""',
+    lines = ['"""The components\' options as dataclass fields, for IDEs and type checkers: rendered from their',
+             f"signatures and docstrings by `{RENDER}` (do not edit; a stale file fails",
+             "GRPOConfig() in one line naming that command). grposcope's GRPOConfig inherits the first three, the",
+             'TRL integration\'s the TRL ones."""',
              "", "from __future__ import annotations", "", "from dataclasses import dataclass",
              "from typing import Any", ""]
 
@@ -143,19 +141,12 @@ def render_fields() -> str:
     mixin("TRLRunWideOptions", "grposcope's run-wide fields in the TRL integration's config (trainer/config.py).",
           [SimpleNamespace(field=n, hint=hints[n], default=own[n].default, doc=docs[n]) for n in TRL_RUN_WIDE])
     for family in ("advantage_estimator", "sampler"):
-        in_trl = set(FAMILIES[family].names_in("trl"))
         name, what = _MIXINS[family]
         mixin(f"TRL{name}", f"{what[:1].upper()}{what[1:]} options that run in TRL, without TRL's own fields.",
-              [o for o in options.values() if o.family == family and set(o.entries) & in_trl
+              [o for o in options.values() if o.family == family and in_host(o, "trl")
                and o.field not in TRL_SHARED])
     return "\n".join(lines).rstrip() + "\n"
 
 
 if __name__ == "__main__":
-    import sys
-
-    if sys.argv[1:] == ["--fields"]:
-        FIELDS_FILE.write_text(render_fields())
-        print(f"wrote {FIELDS_FILE}")
-    else:
-        print(config_table())
+    print(config_table())  # to look at; `python -m grposcope.cli.render` writes it into docs/usage.md

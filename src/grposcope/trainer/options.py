@@ -1,6 +1,6 @@
 """Which component reads each GRPOConfig option.
 
-Components declare their options where they are registered (core/registry.py); grposcope.components gathers
+Components declare their options by their signatures (core/registry.py); grposcope.components gathers
 them for every host. This module adds what only the one-machine trainer has: `unused_options` names an option a
 run set but never reads (a component's, or a run-wide one only some settings read), with what would read it;
 `readers` is docs/usage.md's "read by" column and `options_help` the list in `grposcope train --help`.
@@ -78,7 +78,7 @@ def options_help() -> str:
     lines = ["Component options (docs/usage.md explains each):"]
     for family, registry in FAMILIES.items():
         for name in registry.names():
-            own = [o.field for o in registry.options(name)]
+            own = registry.options(name)
             flags = ", ".join(f"--{f} {show(options[f].default)}" for f in own) or "no options"
             lines.append(f"--{family} {name}: {flags}")
     return "\n\n".join(lines)
