@@ -8,10 +8,10 @@ import re
 import sys
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from ..errors import UserError, missing_extra
 from ..terminal import terminal_safe
@@ -221,3 +221,18 @@ def _format_warning(message, category, filename, lineno, line=None) -> str:
         return f"warning: {terminal_safe(message)}\n"
     return _python_format[0](message, category, filename, lineno, line)
 
+
+def lazy_epilog(render: Callable[[], str]) -> type[TyperCommand]:
+    """A command class whose --help ends with `render()`, called only when help is shown (the component
+    options' lists import the registries, and torch)."""
+
+    class Command(TyperCommand):
+        @property
+        def epilog(self) -> str:
+            return render()
+
+        @epilog.setter
+        def epilog(self, value: Any) -> None:
+            pass
+
+    return Command

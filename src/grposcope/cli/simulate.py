@@ -10,7 +10,7 @@ import typer.core
 
 from ..files import atomic_output, check_output_file, write_text_atomic
 from ..sim.memory import check_memory
-from .app import USER_ERRORS, _console_logging, app, fail, wide_console
+from .app import USER_ERRORS, _console_logging, app, fail, lazy_epilog, wide_console
 
 
 def _sim_defaults() -> dict[str, Any]:
@@ -24,22 +24,14 @@ _SIM = _sim_defaults()
 _SIM_ERRORS = (*USER_ERRORS, ImportError)  # ImportError: --plot without matplotlib
 
 
-class _SimulateCommand(typer.core.TyperCommand):
-    """`simulate`, whose --help ends with the samplers' and estimators' flags; built only when help is shown,
-    because it imports the registries (and torch)."""
+def _simulate_help() -> str:
+    """What --help lists after the options: every component's flags."""
+    from .sim_options import component_help
 
-    @property
-    def epilog(self) -> str:
-        from .sim_options import component_help
-
-        return component_help()
-
-    @epilog.setter
-    def epilog(self, value: Any) -> None:
-        pass
+    return component_help()
 
 
-@app.command("simulate", cls=_SimulateCommand,
+@app.command("simulate", cls=lazy_epilog(_simulate_help),
              context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def simulate_command(
     ctx: typer.Context,

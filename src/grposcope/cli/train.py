@@ -11,26 +11,18 @@ from typing import Any, Iterator, Optional
 import typer
 import typer.core
 
-from .app import USER_ERRORS, _console_logging, app, fail
+from .app import USER_ERRORS, _console_logging, app, fail, lazy_epilog
 from .options import coerce_all, parse_overrides, read_yaml
 
 
-class _TrainCommand(typer.core.TyperCommand):
-    """`train`, whose --help ends with every component's options; built only when help is shown, because it
-    imports the registries (and torch)."""
+def _train_help() -> str:
+    """What --help lists after the options: every component's flags."""
+    from ..trainer.options import options_help
 
-    @property
-    def epilog(self) -> str:
-        from ..trainer.options import options_help
-
-        return options_help()
-
-    @epilog.setter
-    def epilog(self, value: Any) -> None:
-        pass
+    return options_help()
 
 
-@app.command(cls=_TrainCommand, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@app.command(cls=lazy_epilog(_train_help), context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def train(
     ctx: typer.Context,
     config: Optional[Path] = typer.Option(None, "--config", help="A YAML file of GRPOConfig options."),
