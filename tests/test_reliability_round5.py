@@ -16,6 +16,22 @@ FIXTURES = Path(__file__).parent / "fixtures" / "runs"
 HOSTILE = "run\x1b]0;pwned\x07\x1b[2J<b>x<i>"  # retitles and clears a terminal that prints it; HTML in a page
 
 
+def run_stock_callback(output_dir, run_name: str, logs_at) -> None:
+    """Drives a DiagnoseCallback (every 2 steps) as a stock TRL run of 6 logged steps would: `logs_at(step)`
+    is what step `step` logs."""
+    from grposcope.integrations.trl_callback import DiagnoseCallback
+
+    args = SimpleNamespace(output_dir=str(output_dir), run_name=run_name, num_generations=4,
+                           max_completion_length=8, report_to=[])
+    state = SimpleNamespace(max_steps=6, log_history=[], is_world_process_zero=True, global_step=0)
+    callback = DiagnoseCallback(every=2)
+    callback.on_train_begin(args, state, None)
+    for step in range(1, 7):
+        state.global_step = step
+        callback.on_log(args, state, None, logs=logs_at(step))
+    callback.on_train_end(args, state, None)
+
+
 def test_escapes_and_html_in_a_run_name_reach_no_file_raw(tmp_path):
     import warnings
 
@@ -36,17 +52,7 @@ def test_escapes_and_html_in_a_run_name_reach_no_file_raw(tmp_path):
 
 def test_the_callbacks_findings_md_shows_a_hostile_run_name_as_text(tmp_path):
     pytest.importorskip("transformers")
-    from grposcope.integrations.trl_callback import DiagnoseCallback
-
-    args = SimpleNamespace(output_dir=str(tmp_path), run_name=HOSTILE, num_generations=4, max_completion_length=8,
-                           report_to=[])
-    state = SimpleNamespace(max_steps=6, log_history=[], is_world_process_zero=True, global_step=0)
-    callback = DiagnoseCallback(every=2)
-    callback.on_train_begin(args, state, None)
-    for step in range(1, 7):
-        state.global_step = step
-        callback.on_log(args, state, None, logs={"reward": 0.0, "reward_std": 0.0, "grad_norm": 0.0})
-    callback.on_train_end(args, state, None)
+    run_stock_callback(tmp_path, HOSTILE, lambda step: {"reward": 0.0, "reward_std": 0.0, "grad_norm": 0.0})
     text = (tmp_path / "findings.md").read_text(encoding="utf-8")
     first = text.splitlines()[0]
     assert "\x1b" not in text and "\x07" not in text and "<b>" not in first and "&lt;b>" in first
@@ -118,20 +124,13 @@ def test_nan_in_a_stock_trl_run_is_said_by_the_callback_and_in_its_files(tmp_pat
     import json
     import logging
 
-    from grposcope.integrations.trl_callback import DiagnoseCallback
 
-    args = SimpleNamespace(output_dir=str(tmp_path), run_name="nan", num_generations=4, max_completion_length=8,
-                           report_to=[])
-    state = SimpleNamespace(max_steps=6, log_history=[], is_world_process_zero=True, global_step=0)
-    callback = DiagnoseCallback(every=2)
-    callback.on_train_begin(args, state, None)
+    def logs_at(step: int) -> dict:
+        bad = float("nan") if step >= 3 else 0.5
+        return {"loss": bad, "reward": bad, "reward_std": 0.3, "entropy": bad, "grad_norm": 0.2}
+
     with caplog.at_level(logging.WARNING, logger="grposcope"):
-        for step in range(1, 7):
-            state.global_step = step
-            bad = float("nan") if step >= 3 else 0.5
-            callback.on_log(args, state, None, logs={"loss": bad, "reward": bad, "reward_std": 0.3, "entropy": bad,
-                                                     "grad_norm": 0.2})
-        callback.on_train_end(args, state, None)
+        run_stock_callback(tmp_path, "nan", logs_at)
     said = [r.getMessage() for r in caplog.records if "NaN" in r.getMessage()]
     assert len(said) == 3 and all("at step 3" in line for line in said), said  # once per metric, where it began
     problems = json.loads((tmp_path / "findings.json").read_text())["runs"][0]["problems"]
