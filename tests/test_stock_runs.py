@@ -245,6 +245,27 @@ def test_bad_trl_files_give_one_note_each_and_the_rest_is_read(stock_trl, tmp_pa
     assert math.isnan(run.values("collapse/acr_post")[1]) and math.isfinite(run.values("collapse/acr_post")[2])
 
 
+def test_an_infinite_advantage_cell_reads_as_not_logged_and_the_rest_of_the_file_is_read(stock_trl, tmp_path):
+    # a non-finite cell was once kept as None in the advantages, and summing a group's advantages then failed
+    folder = tmp_path / "t"
+    shutil.copytree(stock_trl, folder)
+    path = folder / "completions" / "completions_00002.parquet"
+    table = pq.read_table(path)
+    advantages = table.column("advantage").to_pylist()
+    advantages[0] = math.inf
+    pq.write_table(table.set_column(table.schema.get_field_index("advantage"), "advantage",
+                                    pq_array(advantages)), path)
+    run = load_run(folder)
+    steps, acr_post = run.points("collapse/acr_post")
+    assert steps == [1, 2, 3] and all(0.0 <= v <= 1.0 for v in acr_post)
+
+
+def pq_array(values):
+    import pyarrow
+
+    return pyarrow.array(values, type=pyarrow.float64())
+
+
 def test_an_empty_folder_among_runs_is_one_line_and_the_others_are_reported(stock_trl, tmp_path):
     (tmp_path / "empty").mkdir()
     result = CliRunner().invoke(app, ["report", str(tmp_path / "empty"), str(stock_trl), "-o", str(tmp_path / "r")])

@@ -8,7 +8,7 @@ import re
 import sys
 import warnings
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import typer
 from typer.core import TyperCommand, TyperGroup
@@ -19,7 +19,7 @@ from ..terminal import terminal_safe
 try:  # typer >= 0.20 carries its own copy of click; older releases use click itself
     from typer._click.exceptions import ClickException
 except ImportError:  # pragma: no cover - the pinned typer has it
-    from click.exceptions import ClickException
+    from click.exceptions import ClickException  # type: ignore[assignment]  # typer's vendored click: same class
 
 ERROR_CHARS = 2_000  # what one error line quotes at most: a message can quote a whole value or sample
 
@@ -92,7 +92,7 @@ RENAMED_AS = {
                               ("--estimator_options", "--advantage_estimator_kwargs", "--virtual_sample_alpha 0.5"))}
 
 
-def usage_error_line(err: Any, args: list[str] = ()) -> str:
+def usage_error_line(err: Any, args: Sequence[str] = ()) -> str:
     """`grposcope eval: --model is required: A checkpoint folder ...; e.g. --model output/run/model`: the
     command, the option, what was wrong, what it takes (its help's first sentence) and an example (from the
     command's own examples, else its default)."""
@@ -122,7 +122,7 @@ def usage_error_line(err: Any, args: list[str] = ()) -> str:
     return _bounded("; ".join(parts))
 
 
-def _given(args: list[str], name: str) -> str | None:
+def _given(args: Sequence[str], name: str) -> str | None:
     """The value the command line gave `name` (`--steps 1e12` or `--steps=1e12`), to quote it back."""
     for i, arg in enumerate(args):
         if arg == name and i + 1 < len(args):

@@ -20,7 +20,7 @@ class ConfigFileError(ValueError):
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
-    import yaml
+    import yaml  # type: ignore[import-untyped]  # no types-PyYAML
 
     if path.is_dir():
         raise IsADirectoryError(_config_folder(path))

@@ -239,6 +239,7 @@ def _with_progress(batches: Iterator[list[dict]], total: int, prior: list[dict])
             wins, samples = wins + sum(r["successes"] for r in records), samples + sum(r["k"] for r in records)
             rate = f"pass rate {wins / samples:.3f}"
             if bar:
+                assert task is not None  # added with the bar
                 bar.update(task, completed=done, rate=rate)
             else:
                 eta = eta_seconds(time.monotonic() - t0, done - start, total - done)

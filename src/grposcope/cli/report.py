@@ -85,10 +85,10 @@ def readable(items: list[Any], read: Any) -> tuple[list[Any], list[str]]:
         except USER_ERRORS as err:
             if len(items) == 1:
                 raise
-            err = unreadable(err)
-            first = first or err
-            skipped.append(f"{item}: {err}")
-            typer.echo(terminal_safe(f"skipped {item}: {err}"), err=True)
+            problem = unreadable(err)
+            first = first or problem
+            skipped.append(f"{item}: {problem}")
+            typer.echo(terminal_safe(f"skipped {item}: {problem}"), err=True)
     if not done and first is not None:
         raise first
     return done, skipped

@@ -169,7 +169,7 @@ def _no_such_option(key: str, flags: dict[str, Any], ctx: Any) -> Exception:
     try:
         from typer._click.exceptions import NoSuchOption
     except ImportError:  # pragma: no cover - typer's older releases use click itself
-        from click.exceptions import NoSuchOption
+        from click.exceptions import NoSuchOption  # type: ignore[assignment]  # typer's vendored click
 
     known = [f"--{f}" for f in flags] + [o for p in (ctx.command.params if ctx else ()) for o in p.opts
                                          if not getattr(p, "hidden", False) and o.startswith("--")]

@@ -189,7 +189,7 @@ class _Stopped(Exception):
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
-        self.signum, self.run, self.pid = signum, None, None
+        self.signum, self.run, self.pid = signum, None, None  # type: int, Path | None, int | None
 
 
 @contextmanager

@@ -24,7 +24,7 @@ def field_docs(cls: type) -> dict[str, str]:
         node = next(n for n in ast.parse(source).body if isinstance(n, ast.ClassDef))
         for field, after in zip(node.body, node.body[1:] + [None]):
             if isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name):
-                has_doc = isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant) \
-                    and isinstance(after.value.value, str)
-                docs[field.target.id] = " ".join(after.value.value.split()) if has_doc else ""
+                doc = after.value.value if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant) \
+                    else None
+                docs[field.target.id] = " ".join(doc.split()) if isinstance(doc, str) else ""
     return docs

@@ -26,7 +26,7 @@ KWARGS = {"advantage_estimator": "advantage_estimator_kwargs", "sampler": "sampl
 def parse_mapping(text: str) -> dict[str, Any] | None:
     """`text` read as JSON or a YAML flow mapping (`'{"option": 1}'`), or None when it is not a mapping. Read with
     yaml.safe_load, as a config file is: plain data, no tags that build objects."""
-    import yaml
+    import yaml  # type: ignore[import-untyped]  # no types-PyYAML
 
     try:
         parsed = yaml.safe_load(text)

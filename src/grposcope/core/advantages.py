@@ -327,7 +327,7 @@ class AVSPO(AdvantageEstimator):
         self.adaptive_threshold, self.eta = acr_threshold_adaptive, acr_threshold_eta
         self.reward_ema = acr_threshold_reward_ema
         self.tau_min, self.tau_max = acr_threshold_min, acr_threshold_max
-        self.reward_range = tuple(virtual_reward_range)
+        self.reward_range = (float(virtual_reward_range[0]), float(virtual_reward_range[1]))
         self.r_anchor, self.r_partial = virtual_reward_anchor, virtual_reward_partial
         self.success_threshold, self.unbiased, self.eps = success_threshold, advantage_std_unbiased, advantage_eps
         self.generator = torch.Generator().manual_seed(seed)  # only the "uniform" strategy draws from it

@@ -106,6 +106,7 @@ class Alarms:
             if self.warn:
                 logger.warning("grposcope alarm at step %d: %s. %s", step, name, advice(name, self.settings))
         elif on:
+            assert seen is not None  # the branch above took on without seen
             seen[1], seen[2] = step, seen[2] + 1
         elif seen is not None and step - seen[1] >= self.rules.quiet:
             del self.announced[name]
@@ -147,8 +148,8 @@ def replay(steps: Iterable[int], acr: Iterable[float], entropy: Iterable[float],
     alarms = Alarms(rules, warn=False)
     on: dict[str, list[int]] = {name: [] for name in NAMES}
     for step, a, e, k, n in zip(steps, acr, entropy, kl, no_signal):
-        n = _value(n)
-        state = alarms.update(step, _value(a), _value(e), _value(k), None if n is None else n >= 0.5)
+        flag = _value(n)
+        state = alarms.update(step, _value(a), _value(e), _value(k), None if flag is None else flag >= 0.5)
         for name, active in state.items():
             if active:
                 on[name].append(step)

@@ -112,7 +112,7 @@ def _distinct_problems(level: Level, count: int, rng: random.Random) -> list[Pro
                  for b in range(level.second[0], level.second[1] + 1)]
         return rng.sample([p for p in every if p not in _SHOWN], count)
     seen: set[Problem] = set(_SHOWN)
-    problems = []  # in draw order: iterating `seen` would follow string hashing, which varies per process
+    problems: list[Problem] = []  # in draw order: iterating `seen` would follow string hashing, varying per process
     while len(problems) < count:
         problem = (rng.choice(level.ops), rng.randint(*level.first), rng.randint(*level.second))
         if problem not in seen:

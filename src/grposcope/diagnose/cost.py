@@ -107,9 +107,10 @@ def run_cost(view: "View") -> Cost:
     cost = Cost(n, int(silent.sum()), _share(waste, samples), _share(waste, tokens), basis=basis)
     gpus = view.setting("gpus")
     if gpus:
-        step_s = view.array(c.STEP_S)
-        if np.isfinite(step_s).sum() >= max(1, n // 2):
-            step_s = np.where(np.isfinite(step_s), step_s, np.nanmedian(step_s))
+        logged = view.array(c.STEP_S)
+        step_s: np.ndarray | None
+        if np.isfinite(logged).sum() >= max(1, n // 2):
+            step_s = np.where(np.isfinite(logged), logged, np.nanmedian(logged))
         elif run.wall_time_s:
             step_s = np.full(n, run.wall_time_s / max(n, 1))
             basis.append("no step times logged: the run's wall time spread evenly over its logged steps")

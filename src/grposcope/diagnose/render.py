@@ -123,10 +123,10 @@ def _footer(d: Diagnosis, verbose: bool) -> list[str]:
                      f"(the log lacks what they read{short}; --verbose says what)")
     if d.run.unknown:
         keys = sorted(d.run.unknown)
-        shown = ", ".join(keys if verbose else keys[:UNKNOWN_SHOWN])
+        listed = ", ".join(keys if verbose else keys[:UNKNOWN_SHOWN])
         more = "" if verbose or len(keys) <= UNKNOWN_SHOWN else f", ... ({len(keys) - UNKNOWN_SHOWN} more)"
         lines.append(f"keys the metric catalogue does not know ({len(keys)}; kept, not read by any detector): "
-                     f"{shown}{more}")
+                     f"{listed}{more}")
     return lines
 
 

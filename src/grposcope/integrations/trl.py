@@ -149,9 +149,9 @@ class GRPOTrainer(trl.GRPOTrainer):
     # --- one training generation ---------------------------------------------------------------------------
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
-        if not self.model.training:
+        if not self.model.training:  # type: ignore[union-attr]  # transformers: Trainer.model is Optional
             return self._evaluate_batch(inputs)
-        g, rounds = self.num_generations, []
+        g, rounds = self.num_generations, []  # type: int | None, list[Any]
         groups = len(inputs) * self.accelerator.num_processes // g
         batch = self._batch_prompts(inputs)
         generate = super()._generate_and_score_completions
@@ -190,8 +190,8 @@ class GRPOTrainer(trl.GRPOTrainer):
     def _evaluate_batch(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         """Evaluation stays TRL's; the ACR of the eval groups is added (`eval_collapse/acr`). No state moves."""
         output = super()._generate_and_score_completions(inputs)
-        rewards = self._gathered_rewards()[0].view(-1, self.num_generations_eval)
-        for name, value in collapse_metrics(rewards, self.args.success_threshold).items():
+        rewards = self._gathered_rewards()[0].view(-1, self.num_generations_eval)  # type: ignore[arg-type]
+        for name, value in collapse_metrics(rewards, self.args.success_threshold).items():  # type: ignore[attr-defined]
             self._metrics["eval"][name].append(value)
         return output
 
@@ -204,6 +204,7 @@ class GRPOTrainer(trl.GRPOTrainer):
         """The last round's rewards of every process, (N,), before any mitigation: TRL's weighted sum of the
         reward functions, None skipped. A completion no function scored gets 0.0 and is counted in
         `reward/none_frac`, as in grposcope's own trainer (TRL leaves it out of its group's mean instead)."""
+        assert self._rewards_per_func is not None  # _calculate_rewards ran in this step's generate
         per_func = self._rewards_per_func.float().cpu()  # (N, F), NaN where a function returned None
         rewards = combine(per_func, self.reward_weights.cpu()).float()  # (N,), 0.0 where unscored
         return rewards, {"reward/none_frac": none_frac(per_func)}
@@ -222,7 +223,7 @@ class GRPOTrainer(trl.GRPOTrainer):
         """
         everyone = [dict(example) for example in prompts for _ in range(n)]
         real, processes = len(everyone), self.accelerator.num_processes
-        block = math.lcm(processes, self.num_generations)
+        block = math.lcm(processes, self.num_generations)  # type: ignore[arg-type]  # TRL: Optional, set by then
         everyone += [dict(prompts[-1]) for _ in range(-real % block)]
         rows = len(everyone) // processes
         start = self.accelerator.process_index * rows
@@ -230,7 +231,8 @@ class GRPOTrainer(trl.GRPOTrainer):
 
     def _more_prompts(self, count: int) -> list[dict[str, Any]]:
         """The next `count` prompts of the refill stream (the same on every process)."""
-        return [self.train_dataset[i] for i in self.refill.take(count)]
+        assert self.refill is not None  # only a refilling sampler (not "fixed") asks
+        return [self.train_dataset[i] for i in self.refill.take(count)]  # type: ignore[index]  # transformers: Optional
 
     def _training_batch(self, rounds: list[trl_batch.Round], kept: torch.Tensor, advantages: torch.Tensor,
                         groups: int, rows: int) -> dict[str, Any]:
@@ -240,14 +242,14 @@ class GRPOTrainer(trl.GRPOTrainer):
         first = rounds[0].output
         device = first["completion_ids"].device
         process = self.accelerator.process_index
-        whole_first = torch.arange(groups * self.num_generations)
+        whole_first = torch.arange(groups * self.num_generations)  # type: ignore[operator]  # TRL: Optional, set
         if len(rounds) == 1 and rounds[0].rows == len(whole_first) and torch.equal(kept.reshape(-1), whole_first):
             flat = advantages.reshape(-1).float()  # (B * G,)
             return {**first, "advantages": flat[process * rows:(process + 1) * rows].to(device)}
         pads = trl_batch.pad_values(self._tokenizer.pad_token_id)
         whole = trl_batch.concat_rounds([trl_batch.gather_round(self.accelerator, r.output, pads) for r in rounds],
                                         pads)
-        batch = trl_batch.pick_rows(whole, kept, advantages, groups, self.num_generations)
+        batch = trl_batch.pick_rows(whole, kept, advantages, groups, self.num_generations)  # type: ignore[arg-type]
         local = trl_batch.local_slice(batch, process, rows)
         if self.pad_to_multiple_of is None:
             local = trl_batch.trim(local)
@@ -262,8 +264,8 @@ class GRPOTrainer(trl.GRPOTrainer):
         log = self._logs["advantages"]
         k = min(len(log), drawn)
         for _ in range(k):
-            log.pop()
-        log.extend(values[drawn - k:].tolist())
+            log.pop()  # type: ignore[attr-defined]  # TRL types _logs' values as Collection: a deque
+        log.extend(values[drawn - k:].tolist())  # type: ignore[attr-defined]
 
     # --- no optimizer step without signal (docs/algorithms.md, "A step with no signal") -------------------
 
@@ -337,7 +339,8 @@ class GRPOTrainer(trl.GRPOTrainer):
     # --- logging and checkpoints ---------------------------------------------------------------------------
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
-        if self.model.training:  # TRL's entropy and kl since the last log feed the monitor's alarms
+        # TRL's entropy and kl since the last log feed the monitor's alarms (transformers: Trainer.model is Optional)
+        if self.model.training:  # type: ignore[union-attr]
             for key in ("entropy", "kl"):
                 values = self._metrics["train"].get(key)
                 if values:

@@ -22,7 +22,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from ..diagnose.engine import Options
+from ..diagnose.engine import Diagnosis, Options
 from ..diagnose.live import FIX_HOSTS, LiveDiagnosis
 from ..diagnose.render import _md, markdown
 from ..runs.formats.tensorboard import FINDINGS_FOLDER
@@ -48,7 +48,7 @@ class DiagnoseCallback(TrainerCallback):
             raise ValueError(f"fix must be one of {', '.join(FIX_HOSTS)}, got {fix!r}")
         self.every, self.options, self.name, self.fix = every, options, name, fix
         self.live: LiveDiagnosis | None = None
-        self.result = None  # the last Diagnosis, after training
+        self.result: Diagnosis | None = None  # the last Diagnosis, after training
         self._writer: Any = None  # a TensorBoard SummaryWriter, opened on the first finding
         self._unwritable = False  # findings.md could not be written: said once, not at every finding
 
@@ -124,4 +124,4 @@ def _wandb_summary(text: str) -> None:
     except ImportError:
         return
     if getattr(wandb, "run", None) is not None:
-        wandb.run.summary[TAG] = text
+        wandb.run.summary[TAG] = text  # type: ignore[union-attr]  # wandb: run Optional, checked above

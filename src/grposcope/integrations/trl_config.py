@@ -42,7 +42,7 @@ def _with_help(cls: ConfigClass) -> ConfigClass:
     docs = {**field_docs(TRLRunWideOptions), **{name: option.doc for name, option in declared().items()}}
     for f in dataclasses.fields(cls):
         if f.name in docs and not f.metadata:
-            f.metadata = {"help": " ".join(docs[f.name].split())}
+            f.metadata = {"help": " ".join(docs[f.name].split())}  # type: ignore[assignment]  # typeshed: read-only
     return cls
 
 
@@ -68,7 +68,7 @@ class GRPOConfig(TRLSamplerOptions, TRLEstimatorOptions, TRLRunWideOptions, TRLG
             raise ValueError(f"sampler={self.sampler!r} does not run in TRL; in TRL use one of "
                              f"{', '.join(SAMPLERS_IN_TRL)}, or run it in grposcope's own trainer (grposcope train "
                              f"--sampler {self.sampler})")
-        if self.sampler == "reinforce_ada" and self.round_size % self.num_generations:
+        if self.sampler == "reinforce_ada" and self.round_size % self.num_generations:  # type: ignore[operator]
             # TRL generates, scores and logs in blocks of num_generations completions of one prompt (vLLM's
             # server mode asks for num_generations per prompt), so a round must be whole blocks
             raise ValueError(f"round_size={self.round_size} is not a multiple of num_generations="

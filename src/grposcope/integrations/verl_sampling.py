@@ -177,7 +177,7 @@ def split_prompts(uids: np.ndarray, g: int) -> tuple[np.ndarray, np.ndarray, np.
     prompt's first row.  uids (N,) -> slot (N,), occurrence (N,), first (B,)"""
     slot, occurrence = np.empty(len(uids), dtype=np.int64), np.empty(len(uids), dtype=np.int64)
     seen: dict[Any, int] = {}
-    counts, first = [], []
+    counts, first = [], []  # type: list[int], list[int]
     for row, uid in enumerate(uids):
         b = seen.setdefault(uid, len(counts))
         if b == len(counts):
@@ -345,6 +345,7 @@ class SampledRollouts(SamplerState):
             out.non_tensor_batch[key] = values[row_slot].numpy()
         out.meta_info = rounds.meta_info()
         fillers = {str(uids[i]) for i in first[(kept < 0).all(dim=1).numpy()]}
+        assert selection.as_drawn is not None  # Selection.__post_init__ fills it
         record(SamplerStep({str(uids[first[b]]): tuple(pools[b].tolist()) for b in rows.tolist()}, fillers,
                            selection.as_drawn))
         self._note_metrics(selection, rounds, len(fillers))
@@ -365,6 +366,7 @@ class SampledRollouts(SamplerState):
         return output.union(self.reward(output))
 
     def _note_metrics(self, selection: Selection, rounds: Rounds, fillers: int) -> None:
+        assert selection.as_drawn is not None  # Selection.__post_init__ fills it
         metrics = monitored(self.monitor, selection.as_drawn)
         metrics.update(selection.metrics)
         metrics.setdefault("sampler/rounds", float(len(selection.draws)))

@@ -91,7 +91,7 @@ def wrap_optimizer_step(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
             else:
                 del optimizer.step
 
-    optimizer_step._grposcope = True
+    optimizer_step._grposcope = True  # type: ignore[attr-defined]
     return optimizer_step
 
 

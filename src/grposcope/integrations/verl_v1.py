@@ -125,7 +125,7 @@ def patch(module: ModuleType) -> None:
     wrapped = (build_replay_buffer, add_batch_to_generate, compute_advantage, save_with_state, load_with_state,
                init_with_skip)
     for method in wrapped:
-        method._grposcope = True  # type: ignore[attr-defined]
+        method._grposcope = True  # type: ignore[union-attr]  # a marker: wrapped once
     (cls._build_replay_buffer, cls._add_batch_to_generate, cls._compute_advantage, cls._save_checkpoint,
      cls._load_checkpoint, cls.init) = wrapped
 

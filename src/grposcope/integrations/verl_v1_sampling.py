@@ -189,6 +189,7 @@ class SampledReplayBuffer(SamplerState, ReplayBuffer):
         kept = set(keys)
         tq.kv_clear(keys=rounds.round_uids + [k for k in rounds.tags if k not in kept], partition_id=PARTITION)
         record(self.step_record(selection, group_uids, fillers))
+        assert selection.as_drawn is not None  # Selection.__post_init__ fills it
         metrics = monitored(self.monitor, selection.as_drawn)
         metrics.update(selection.metrics)
         metrics.setdefault("sampler/rounds", float(len(selection.draws)))
@@ -226,6 +227,7 @@ class SampledReplayBuffer(SamplerState, ReplayBuffer):
     def step_record(selection: Selection, group_uids: list[str], fillers: set[str]) -> SamplerStep:
         pools = prompt_pools(selection) if selection.prompts else torch.zeros(0, 3, dtype=torch.float64)  # (B', 3)
         by_uid = {p["uid"]: tuple(row) for p, row in zip(selection.prompts, pools.tolist())}
+        assert selection.as_drawn is not None  # Selection.__post_init__ fills it
         return SamplerStep(by_uid, fillers, selection.as_drawn)
 
 

@@ -75,7 +75,7 @@ def register(name: str, requires: tuple[str, ...] = ()) -> Callable[[Factory], F
     """
 
     def decorator(factory: Factory) -> Factory:
-        factory.requires = requires
+        factory.requires = requires  # type: ignore[attr-defined]  # read by report_to='all'
         return LOGGERS.register(name)(factory)
 
     return decorator

@@ -102,6 +102,7 @@ class PlainDisplay:
     def _eta(self, step: int, now: float, metrics: dict[str, float]) -> float | None:
         """Mean pace since the first step logged here, so that setup and model loading do not count;
         until a second step is in, the step's own `perf/step_s` if it was logged."""
+        assert self._first is not None  # update() sets it before it asks
         first_step, first_time = self._first
         if step > first_step:
             return eta_seconds(now - first_time, step - first_step, self.total_steps - step)

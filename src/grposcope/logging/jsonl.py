@@ -190,6 +190,7 @@ class JsonlAppender:
         part-way is cut back to the file's size before it, so no partial line is left behind.
         """
         self.open()
+        assert self._fd is not None  # open() opened it
         data, size = text.encode("utf-8"), os.fstat(self._fd).st_size
         try:
             view = memoryview(data)

@@ -158,6 +158,7 @@ class RunLogger:
         rows = completion_rows(rows)
         if not rows:
             return
+        assert self._completions is not None  # made in __init__
         with self._full_disk_says_how_to_go_on():
             self._completions.write(step, rows)
         for backend in self.backends.values():
@@ -209,7 +210,9 @@ class RunLogger:
         self._closed = True
         self._display.stop()
         errors = []
-        for backend in [*self.backends.values(), *filter(None, [self._completions])]:
+        closing: list[MetricsBackend | CompletionsWriter] = [*self.backends.values(),
+                                                             *filter(None, [self._completions])]
+        for backend in closing:
             try:
                 backend.close()
             except Exception as err:  # close the others anyway, then report the first failure

@@ -85,10 +85,10 @@ def math_verify(pairs: Sequence[AuditPair], timeout_s: float) -> list[Verdict]:
     from ..rewards.verifier import default_verifier  # starts a process: only when used
 
     verdicts = [Verdict(None) for _ in pairs]
-    todo = [i for i, pair in enumerate(pairs) if pair.gold is not None]
+    todo = [(i, pair.gold, pair.completion) for i, pair in enumerate(pairs) if pair.gold is not None]
     if todo:
-        matches = default_verifier().verify_many([(pairs[i].gold, pairs[i].completion) for i in todo], timeout_s)
-        for i, match in zip(todo, matches):
+        matches = default_verifier().verify_many([(gold, completion) for _, gold, completion in todo], timeout_s)
+        for (i, _, _), match in zip(todo, matches):
             verdicts[i] = Verdict(bool(match))
     return verdicts
 
@@ -264,7 +264,7 @@ class Comparison:
 def _distinct(indices: list[int], pairs: Sequence[AuditPair], n: int) -> list[int]:
     """The first `n` of `indices` whose (completion, answer) has not come yet: a group often repeats a reply."""
     seen: set[tuple[str, str | None]] = set()
-    kept = []
+    kept: list[int] = []
     for i in indices:
         key = (pairs[i].completion, pairs[i].answer)
         if key not in seen and len(kept) < n:

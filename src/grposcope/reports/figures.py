@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Sequence
 
 from ..runs.engine_runs import ACR_100_STEPS
 from ..runs.record import Run
@@ -87,15 +88,15 @@ def alarms(run: Run) -> tuple[Alarm, ...]:
     return tuple(found)
 
 
-def _finite(values: list[float]) -> list[float]:
+def _finite(values: Sequence[float]) -> list[float]:
     return [v for v in values if math.isfinite(v)]
 
 
-def _mean(values: list[float]) -> float | None:
+def _mean(values: Sequence[float]) -> float | None:
     finite = _finite(values)
     return math.fsum(finite) / len(finite) if finite else None
 
 
-def _sum(values: list[float]) -> float | None:
+def _sum(values: Sequence[float]) -> float | None:
     finite = _finite(values)
     return math.fsum(finite) if finite else None

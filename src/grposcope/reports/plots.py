@@ -56,7 +56,8 @@ def as_text(name: str) -> str:
 
 def trailing_mean(values: list[float], window: int) -> list[float]:
     """Mean of the last `window` finite values up to each position (NaNs skipped; NaN until one is seen)."""
-    out, kept = [], []
+    out: list[float] = []
+    kept: list[float] = []
     for v in values:
         if math.isfinite(v):
             kept = (kept + [v])[-window:]

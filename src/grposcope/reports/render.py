@@ -43,7 +43,7 @@ def regression_inputs(runs: list[Run], figures: list[RunFigures]) -> tuple[list[
                    if v is None]
         if missing:
             skipped.append(f"{run.name} (no {' or '.join(missing)})")
-        else:
+        elif fig.acr_100 is not None and fig.final_accuracy is not None:
             points.append((run.name, fig.acr_100, fig.final_accuracy))
     return points, skipped
 
@@ -297,7 +297,7 @@ def build_report(runs: list[Run], out: Path, regress: bool, entropy_floor: float
                            "'grposcope[report]'")
     else:
         report.plots = draw_all(runs, out, entropy_floor, kl_bound)
-        if report.fit is not None:
+        if report.fit is not None and report.regression_points is not None:
             points = report.regression_points
             plot_regression(runs, [p[1] for p in points], [p[2] for p in points], report.fit, out)
     from ..diagnose import Options, diagnose

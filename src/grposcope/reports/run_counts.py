@@ -114,7 +114,7 @@ def _last_rollouts(folder: Path, kind: str, steps: int) -> Any:
     from ..runs.formats.trl import trl_reward_names
     from ..runs.rollouts import read_trl, read_verl, trl_files, verl_files
 
-    names, state_notes = None, []
+    names, state_notes = None, []  # type: list[str] | None, list[str]
     if kind == "trl":
         files = trl_files(folder)
         names = trl_reward_names(folder, state_notes) if files else None

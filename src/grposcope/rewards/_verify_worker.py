@@ -20,6 +20,7 @@ import os
 import sys
 import threading
 import time
+from typing import Any
 
 # A runaway expression (9^9^9^9^9) must hit a MemoryError here rather than exhaust the machine before the
 # parent's deadline; 4 GiB is far above what any real verification uses (about 100 MB measured).
@@ -73,7 +74,7 @@ def main() -> None:
             gold = parse_gold(request["gold"])
             pred = parse(request["pred"], parsing_timeout=None)
             match = bool(gold) and bool(pred) and bool(verify(gold, pred, timeout_seconds=None))
-            reply = {"match": match}
+            reply: dict[str, Any] = {"match": match}
         except (Exception, RecursionError, MemoryError) as err:  # noqa: BLE001 - a failed check scores 0
             reply = {"match": False, "error": f"{type(err).__name__}: {err}"[:500]}
         out.write(json.dumps(reply) + "\n")

@@ -149,7 +149,7 @@ def make_soft_overlong_penalty(max_completion_length: int, buffer_len: int, fact
         raise ValueError(f"need 0 < buffer_len <= max_completion_length and factor >= 0, got buffer_len="
                          f"{buffer_len}, max_completion_length={max_completion_length}, factor={factor}")
 
-    def soft_overlong_penalty(completion_ids: list, **kwargs: Any) -> list[float]:
+    def soft_overlong_penalty(completion_ids: list, **kwargs: Any) -> list[float | None]:
         lengths = torch.tensor([len(ids) for ids in completion_ids])  # (N,)
         return (factor * overlong_penalty(lengths, max_completion_length, buffer_len) + 0.0).tolist()
 

@@ -28,7 +28,7 @@ def reward_inputs(
     generated tokens only, as TRL gives them (a length-based reward such as TRL's soft overlong punishment
     needs that).
     """
-    prompts, completions, columns = [], [], {}
+    prompts, completions, columns = [], [], {}  # type: list[Any], list[Any], dict[str, list[Any]]
     for example, start in zip(examples, range(0, len(texts), g)):
         for text in texts[start : start + g]:
             prompts.append(example["prompt"])

@@ -89,4 +89,5 @@ def concat(parts: list[Rollout], pad_id: int) -> Rollout:
 def _concat_logp(parts: list[Rollout], width: int) -> torch.Tensor | None:
     if any(r.sampling_logp is None for r in parts):
         return None
-    return torch.cat([torch.nn.functional.pad(r.sampling_logp, (0, width - r.sampling_logp.shape[1])) for r in parts])
+    return torch.cat([torch.nn.functional.pad(logp, (0, width - logp.shape[1]))
+                      for r in parts if (logp := r.sampling_logp) is not None])  # all of them: checked above

@@ -46,6 +46,7 @@ class TransformersRollout(RolloutBackend):
         # `params.extra` reaches generate() as keywords: checked here too, whoever built it (a config checks
         # its generation_kwargs when it is made, but SamplingParams is public and a config field can be reset)
         extra = check_generation_kwargs(dict(params.extra), params.max_completion_length, _vocab_size(self.model))
+        assert extra is not None  # given a dict, it returns one
         params = dataclasses.replace(params, extra=tuple(extra.items()))  # as generate() takes them (floats)
         per_call = max(1, (self.batch_size or len(prompts) * num_generations) // num_generations)
         parts = [
@@ -63,7 +64,7 @@ class TransformersRollout(RolloutBackend):
             self.prompts_cut += int((mask.sum(dim=1) > self.max_prompt_length).sum())
             ids, mask = ids[:, -self.max_prompt_length :], mask[:, -self.max_prompt_length :]
         ids, mask = ids.to(self.model.device), mask.to(self.model.device)
-        extra = dict(params.extra)
+        extra: dict[str, Any] = dict(params.extra)
         own_loop = self.own_loop and set(extra) <= OWN_LOOP_KWARGS
         capacity = ids.shape[1] + params.max_completion_length
         shared = shared_prefix(ids, mask) if own_loop and ids.shape[0] >= SHARED_PREFIX_PROMPTS else 0
@@ -73,7 +74,7 @@ class TransformersRollout(RolloutBackend):
             cache, loop_ids, loop_mask = self._prefill(ids, mask, g, capacity), ids, mask
         ids, mask = ids.repeat_interleave(g, dim=0), mask.repeat_interleave(g, dim=0)  # (B*G, P)
         loop_ids, loop_mask = loop_ids.repeat_interleave(g, dim=0), loop_mask.repeat_interleave(g, dim=0)
-        sampling = {"do_sample": False} if params.greedy else {
+        sampling: dict[str, Any] = {"do_sample": False} if params.greedy else {
             "do_sample": True, "temperature": params.temperature, "top_p": params.top_p, "top_k": params.top_k,
         }
         sampling.update(extra)  # generation_kwargs win over top_p / top_k, as in TRL (and its docs say)
@@ -179,7 +180,7 @@ def _vocab_size(model) -> int | None:
     weight = getattr(head, "weight", None)
     if isinstance(weight, torch.Tensor) and weight.dim() == 2:
         return int(weight.shape[0])  # (V, hidden)
-    config = getattr(model, "config", None)
+    config: Any = getattr(model, "config", None)
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     return getattr(text, "vocab_size", None)
 

@@ -19,6 +19,7 @@ class ReservedLayer(DynamicLayer):
 
     def reserve(self, repeats: int, capacity: int) -> None:
         """Copies each row `repeats` times into a buffer with room for `capacity` positions."""
+        assert self.keys is not None and self.values is not None  # reserved after the prompt's forward pass
         keys, values = self.keys.repeat_interleave(repeats, 0), self.values.repeat_interleave(repeats, 0)
         self.length = keys.shape[-2]
         self.capacity = max(capacity, self.length)
@@ -48,10 +49,11 @@ def reserved_cache() -> Cache:
 def reserve(cache: Cache, repeats: int, capacity: int) -> None:
     """Copies each prompt's cache to `repeats` rows, with room for `capacity` positions in all."""
     for layer in cache.layers:
-        layer.reserve(repeats, capacity)
+        layer.reserve(repeats, capacity)  # type: ignore[union-attr]  # transformers types layers as its bases
 
 
 def repeat_rows(cache: Cache, rows: int) -> None:
     """A cache of one row (a shared prompt start) as `rows` rows, before each row's own tokens are added."""
-    for layer in cache.layers:
-        layer.keys, layer.values = layer.keys.expand(rows, -1, -1, -1), layer.values.expand(rows, -1, -1, -1)
+    for layer in cache.layers:  # transformers types the layers as its bases, their keys and values Optional
+        layer.keys, layer.values = (layer.keys.expand(rows, -1, -1, -1),  # type: ignore[union-attr]
+                                    layer.values.expand(rows, -1, -1, -1))  # type: ignore[union-attr]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, cast
 
 from ..errors import InputTypeError
 
@@ -54,7 +54,7 @@ def _ids(value: Any) -> list[int] | None:
 
 def _id_lists(value: Any) -> list[list[int]] | None:
     lists = [_ids(v) for v in value] if isinstance(value, (list, tuple)) and value else [None]
-    return None if any(v is None for v in lists) else lists
+    return None if any(v is None for v in lists) else cast("list[list[int]]", lists)
 
 
 _POSITIVE = Rule("a number > 0", lambda v: x if (x := _number(v)) is not None and x > 0 else None)

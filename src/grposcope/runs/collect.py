@@ -17,7 +17,7 @@ from array import array
 from collections import Counter
 from itertools import islice
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 from .catalogue import SKIPPED_NO_SIGNAL, by_engine_name, fold, resolve
 from .record import Run, to_float
@@ -121,10 +121,11 @@ class Collector:
             if kind is float or kind is int:  # the common case, without number_of's checks
                 number = to_float(value)
             else:
-                number = number_of(value)
-                if number is None:
+                parsed = number_of(value)
+                if parsed is None:
                     self._not_a_number(name, step, value)
                     continue
+                number = parsed
                 if kind is bool:  # a flag: read as 0/1 when the catalogue knows it (`skipped`), else metadata
                     self.flags[name] += 1
                     if not known:
@@ -190,7 +191,7 @@ class Collector:
         # every name a key resolved to, in the order first met, kept when some step logged a number for it
         candidates = dict.fromkeys(e[0] for e in self._names.values() if e is not None)
         candidates.update(dict.fromkeys(n for other in self._absorbed for n in other))
-        series: dict[str, array] = {}
+        series: dict[str, Sequence[float]] = {}  # array('d') columns
         for n in (c for c in candidates if c in self.columns):
             column = self.columns[n]
             if len(column) < len(order):
@@ -213,7 +214,7 @@ class Collector:
                    problems=self.problems + self._value_problems(nonfinite, series), notes=notes,
                    nonfinite=nonfinite, read_as=dict(self.read_as))
 
-    def _value_problems(self, nonfinite: dict[str, list[int]], series: dict[str, list[float]]) -> list[str]:
+    def _value_problems(self, nonfinite: dict[str, list[int]], series: dict[str, Sequence[float]]) -> list[str]:
         """One line per kind of bad record, and per metric with bad values (a column of numbers that also holds
         text; a column of text alone is metadata, said in a note)."""
         out = []

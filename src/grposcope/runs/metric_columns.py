@@ -50,6 +50,7 @@ class MetricColumns:
         return value_notes(self.path, self.nonfinite, self.flags) + ([self._order_note()] if self.back else [])
 
     def _order_note(self) -> str:
+        assert self.back is not None  # notes() asks only when a step went back
         line, before, step = self.back
         went = f"goes back from {before} to {step}" if step < before else f"{step} repeats"
         more = f" ({self.back_lines} such lines)" if self.back_lines > 1 else ""
@@ -160,6 +161,7 @@ class _Reader:
         out = self.out
         out.back_lines += 1
         if out.back is None:
+            assert self.prev is not None  # a step not above the last: there was a last
             out.back = (number, self.prev, step)
         if self.index is None:
             self.index = {s: i for i, s in enumerate(out.steps)}

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from itertools import compress
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from .catalogue import EVAL as ACCURACY  # the held-out score, named once in the catalogue
 
@@ -25,7 +25,7 @@ class Run:
     path: Path
     source: str  # "grposcope", "trl", "verl", "simulate", or the log format read ("tensorboard", "wandb", ...)
     steps: list[int]
-    series: dict[str, list[float]]
+    series: dict[str, Sequence[float]]  # array('d') from the readers (8 bytes a value), lists elsewhere
     eval_before: float | None = None  # held-out accuracy before the first step (step 0)
     wall_time_s: float | None = None
     notes: list[str] = field(default_factory=list)  # what the reader had to assume, shown in the report
@@ -38,7 +38,7 @@ class Run:
     nonfinite: dict[str, list[int]] = field(default_factory=dict)  # name -> steps that logged NaN or +-inf
     read_as: dict[str, str] = field(default_factory=dict)  # key -> metric, read by its plain spelling or --map
 
-    def values(self, name: str) -> list[float]:
+    def values(self, name: str) -> Sequence[float]:
         """The series `name`, NaN where a step did not log it; all NaN when the run never logged it."""
         return self.series.get(name, [math.nan] * len(self.steps))
 

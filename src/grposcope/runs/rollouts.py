@@ -327,8 +327,9 @@ def _trl_table(pq: Any, path: Path, reward_names: list[str] | None, notes: list[
         values = [_number(data[c][i]) for c in columns]
         finite = [v for v in values if v is not None and not math.isnan(v)]
         rewards.append(math.fsum(finite) if finite else math.nan)  # TRL: nansum; all None -> unscorable
-    advantages = [(_number(a) if a is not None else math.nan) for a in data["advantage"]] if "advantage" in data \
-        else None
+    # a cell that is no finite number (None, a string, inf) is NaN, as a missing one: never None in the sums
+    advantages = [math.nan if (a := _number(cell)) is None else a for cell in data["advantage"]] \
+        if "advantage" in data else None
     return prompts, rewards, advantages
 
 
@@ -365,7 +366,7 @@ def _trl_groups(step: int, prompts: list[str], rewards: list[float], advantages:
         if len(kept) < 2:
             continue
         out.rewards.append([rewards[i] for i in kept])
-        if out.advantages is not None:
+        if out.advantages is not None and advantages is not None:
             out.advantages.append([advantages[i] for i in kept])
     if unscorable:
         notes.append(f"{path}: {plural(unscorable, 'completion')} every reward function left None "

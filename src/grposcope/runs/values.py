@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from .record import Run, to_float
 
@@ -78,7 +78,8 @@ def add_rollouts(run: Run, rollouts: Any, options: Any) -> None:
     computed, notes = replay(rollouts, engine, options.success_threshold, options.entropy_floor, options.kl_bound)
     steps = sorted(set(run.steps) | set(computed))
     index = {s: i for i, s in enumerate(run.steps)}
-    series = {k: [v[index[s]] if s in index else math.nan for s in steps] for k, v in run.series.items()}
+    series: dict[str, Sequence[float]] = {
+        k: [v[index[s]] if s in index else math.nan for s in steps] for k, v in run.series.items()}
     for key in dict.fromkeys(k for m in computed.values() for k in m):
         series[key] = [computed.get(s, {}).get(key, math.nan) for s in steps]
     run.steps, run.series = steps, series
@@ -92,7 +93,7 @@ def join_runs(run: Run, other: Run) -> int:
     steps = sorted(set(run.steps) | set(other.steps))
     mine = {s: i for i, s in enumerate(run.steps)}
     theirs = {s: i for i, s in enumerate(other.steps)}
-    series = {}
+    series: dict[str, Sequence[float]] = {}
     for name in dict.fromkeys([*run.series, *other.series]):
         a, b = run.series.get(name), other.series.get(name)
         column = []

@@ -149,7 +149,8 @@ class Budgeted(Sampler):
         pool = _distinct(list(prompts) + more(max(0, math.ceil(self.candidates * want) - want)))
         rows = self._rows(pool)  # (C,)
         untried = torch.ones(len(pool), dtype=torch.bool)
-        draws, kept, spent, n_kept = [], [], 0, 0  # spent: samples drawn so far, also the next draw's offset
+        # spent: samples drawn so far, also the next draw's offset
+        draws, kept, spent, n_kept = [], [], 0, 0  # type: list[Any], list[Any], int, int
         while budget - spent >= g and untried.any() and n_kept < want:
             share = budget * self.first_round if not draws else budget - spent
             slots = min(max(1, int(share // g)), (budget - spent) // g, want - n_kept)
@@ -204,4 +205,10 @@ def _distinct(prompts: list[Any]) -> list[Any]:
     """The candidates without repeats (a small dataset comes round again within one step's look-ahead): a
     prompt is drawn at most once per step."""
     seen: set = set()
-    return [p for p in prompts if not (example_key(p) in seen or seen.add(example_key(p)))]
+    out = []
+    for p in prompts:
+        key = example_key(p)
+        if key not in seen:
+            seen.add(key)
+            out.append(p)
+    return out

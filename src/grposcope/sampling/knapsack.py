@@ -80,10 +80,10 @@ def allocate(values: torch.Tensor, budget: int) -> torch.Tensor:
         before = torch.where(spent >= 0, best[spent.clamp(min=0)], torch.tensor(float("-inf"), dtype=torch.float64))
         total = before + values[i].unsqueeze(0)  # (C+1, K)
         best, choice[i] = total.max(dim=1)
-    spent, out = int(torch.argmax(best)), torch.zeros(b, dtype=torch.long)
+    left, out = int(torch.argmax(best)), torch.zeros(b, dtype=torch.long)
     for i in range(b - 1, -1, -1):  # walk back from the best total
-        out[i] = choice[i, spent]
-        spent -= int(out[i])
+        out[i] = choice[i, left]
+        left -= int(out[i])
     return out
 
 
@@ -132,10 +132,10 @@ class Knapsack(Sampler):
         run_rate = float(self.seen[0] / self.seen[1]) if self.seen[1] else 0.5
         rates, counts = [], []
         for prompt in prompts:
-            wins, n = self.last.get(example_key(prompt), (None, g))
-            rates.append(run_rate if wins is None else wins / n)
-            counts.append(n)
-        n = torch.tensor(counts, dtype=torch.float64)
+            wins, drawn = self.last.get(example_key(prompt), (None, g))
+            rates.append(run_rate if wins is None else wins / drawn)
+            counts.append(drawn)
+        n = torch.tensor(counts, dtype=torch.float64)  # (B,)
         return torch.minimum(torch.maximum(torch.tensor(rates, dtype=torch.float64), 0.5 / n), 1 - 0.5 / n)
 
     def step_budget(self, prompts: int, g: int) -> int:

@@ -66,7 +66,7 @@ class ReinforceAda(Sampler):
         numbers = torch.zeros(b, width, dtype=torch.long)  # (B, P_max) the samples' step-wide numbers
         count = torch.zeros(b, dtype=torch.long)  # (B,) samples drawn per prompt
         active, resolved = torch.ones(b, dtype=torch.bool), torch.zeros(b, dtype=torch.bool)
-        draws, offset = [], 0
+        draws, offset = [], 0  # type: list[Any], int
         while active.any() and len(draws) < self.max_rounds:
             idx = active.nonzero().flatten()  # (A,)
             drawn = draw(pick(prompts, idx), r)  # (A, r)

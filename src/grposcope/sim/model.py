@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -76,7 +77,7 @@ class Simulated:
     Built once per step: `p` is the policy of that step (samples are drawn before the update).
     """
 
-    def __init__(self, p: torch.Tensor, generator: torch.Generator, lengths: dict[str, float]) -> None:
+    def __init__(self, p: torch.Tensor, generator: torch.Generator, lengths: dict[str, Any]) -> None:
         self.p, self.generator, self.lengths = p, generator, lengths  # p (N,)
 
     def __call__(self, prompts: list[int], n: int) -> ScoredDraw:

@@ -103,6 +103,7 @@ def _step(config: SimConfig, pop: Population, p: torch.Tensor, sampler: Sampler,
     grad = policy_gradient(pop.features[rows], p[rows], rewards, out.advantages)  # (k,)
     metrics = {**selection.metrics, **out.metrics, "reward/mean": rewards.mean().item()}
     # the ACR family reads the groups as first drawn; acr_post what reaches the update
+    assert selection.as_drawn is not None  # Selection.__post_init__ fills it
     metrics.update(monitor.update(selection.as_drawn, out.advantages))  # collapse/acr*, acr_post, alarms
     return metrics, grad, selection.samples_generated
 

@@ -25,7 +25,7 @@ import random
 import shutil
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 
@@ -223,6 +223,8 @@ def resolve(spec: str | bool, output_dir: str | os.PathLike[str]) -> Path:
                 "resume_from_checkpoint at a checkpoint folder"
             )
         return found
+    if not isinstance(spec, (str, os.PathLike)):  # False: nothing to resume; the trainer never asks then
+        raise TypeError(f"resume_from_checkpoint={spec!r} names no checkpoint: True or a checkpoint folder")
     folder = Path(spec)
     if not folder.is_dir():
         what = "is a file, not a checkpoint folder" if folder.exists() else "does not exist"
@@ -287,7 +289,7 @@ def check_resumable(info: dict[str, Any], config: dict[str, Any], data_fingerpri
     return [f"changed since the checkpoint: {', '.join(f'{k}={config.get(k)!r}' for k in changed)}"] if changed else []
 
 
-def fingerprint(examples: list[dict[str, Any]]) -> str:
+def fingerprint(examples: Sequence[dict[str, Any]]) -> str:
     """A digest of the training prompts in order: the data position of a checkpoint refers to them."""
     digest = hashlib.sha256()
     for example in examples:
@@ -322,7 +324,7 @@ def load_weights(folder: Path, model) -> None:
         from peft import set_peft_model_state_dict
 
         try:
-            result = set_peft_model_state_dict(model, load_file(folder / "adapter_model.safetensors"))
+            result: Any = set_peft_model_state_dict(model, load_file(folder / "adapter_model.safetensors"))
         except RuntimeError as err:  # torch's "size mismatch for ..." lines, one per tensor
             first = next((line.strip() for line in str(err).splitlines() if "size mismatch" in line), str(err))
             raise CheckpointError(f"{folder}: the adapter weights do not fit the model ({first[:200]}); resume "
@@ -380,7 +382,7 @@ def rng_state() -> dict[str, Any]:
     kind, keys, pos, has_gauss, cached = np.random.get_state()
     state = {
         "python": random.getstate(),
-        "numpy": [kind, torch.from_numpy(keys.copy()), pos, has_gauss, cached],
+        "numpy": [kind, torch.from_numpy(keys.copy()), pos, has_gauss, cached],  # type: ignore[attr-defined]
         "torch": torch.get_rng_state(),
     }
     if torch.cuda.is_available():

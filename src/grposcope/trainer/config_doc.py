@@ -11,6 +11,7 @@ import ast
 import re
 import textwrap
 from pathlib import Path
+from typing import cast
 
 BEGIN, END = "<!-- config-table:begin -->", "<!-- config-table:end -->"
 
@@ -28,7 +29,7 @@ def _own_fields() -> list[str]:
     """The fields GRPOConfig declares itself (not those it inherits from the components' mixins), in order."""
     source = (Path(__file__).parent / "config.py").read_text()
     cls = next(n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == "GRPOConfig")
-    return [n.target.id for n in cls.body if isinstance(n, ast.AnnAssign)]
+    return [cast(ast.Name, n.target).id for n in cls.body if isinstance(n, ast.AnnAssign)]
 
 
 def config_table() -> str:
@@ -51,9 +52,11 @@ def config_table() -> str:
             continue
         heading = max((ln for ln in sections if ln < node.lineno), default=None)
         if heading != current:
+            assert heading is not None  # headings only grow down the class: never back to None
             current = heading
             rows.append(f"| **{sections[heading]}** | | | |")
         doc = after.value.value if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant) else ""
+        assert isinstance(node.target, ast.Name) and isinstance(doc, str)  # a field's name and its docstring
         default = show(defaults[node.target.id]) if node.target.id in defaults else "required"
         text = " ".join(doc.split()).replace("|", "\\|")
         rows.append(f"| `{node.target.id}` | `{default}` | {readers(node.target.id)} | {text} |")

@@ -90,7 +90,7 @@ def _with_margin(size: int) -> int:
     return int(size * 1.02)
 
 
-def is_disk_full(err: BaseException) -> bool:
+def is_disk_full(err: BaseException | None) -> bool:
     """True when `err` (or what caused it) is a writer's way of saying the disk is full."""
     for _ in range(4):  # transformers and torch may wrap the OSError
         if err is None:

@@ -29,7 +29,7 @@ LOCK_FILE = ".grposcope.lock"
 try:
     import fcntl
 except ImportError:  # Windows: no flock; the folder is not guarded there (documented in docs/reliability.md)
-    fcntl = None
+    fcntl = None  # type: ignore[assignment]  # the module is None where the platform has no flock
 
 
 class FolderInUseError(RunError):

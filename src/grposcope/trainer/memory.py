@@ -173,9 +173,10 @@ def model_shape(model: Any, use_peft: bool = False) -> ModelShape | None:
         params = list(model.parameters())
         if not params:
             return None
-        config = getattr(model, "config", None)
+        config: Any = getattr(model, "config", None)
         values = config.to_dict() if hasattr(config, "to_dict") else {}
-        trainable = 0 if use_peft else sum(x.numel() for x in params if x.requires_grad)  # LoRA's: negligible
+        # LoRA's trainable parameters: negligible
+        trainable: int | None = 0 if use_peft else sum(x.numel() for x in params if x.requires_grad)
         return _shape(values, params=sum(x.numel() for x in params), trainable=trainable,
                       value_bytes=params[0].element_size(), loaded=True)
     if not isinstance(model, (str, os.PathLike)):
@@ -185,11 +186,11 @@ def model_shape(model: Any, use_peft: bool = False) -> ModelShape | None:
         values = json.loads((folder / "config.json").read_text()) if folder is not None else None
     except (OSError, ValueError):  # no config.json, or bad JSON: load_model says which, and how to fix it
         return None
-    if not isinstance(values, dict):
+    if folder is None or not isinstance(values, dict):
         return None
-    params = _stored_params(folder)
-    trainable = None if params is None else (0 if use_peft else params)
-    return _shape(values, params=params, trainable=trainable, value_bytes=4, loaded=False, use_peft=use_peft)
+    stored = _stored_params(folder)
+    trainable = None if stored is None else (0 if use_peft else stored)
+    return _shape(values, params=stored, trainable=trainable, value_bytes=4, loaded=False, use_peft=use_peft)
 
 
 def _model_folder(spec: str) -> Path | None:
@@ -228,7 +229,7 @@ def _shape(values: dict, *, params: int | None, trainable: int | None, value_byt
            use_peft: bool = False) -> ModelShape | None:
     """A ModelShape from config values (transformers' names, GPT-2's, or a multimodal model's text_config);
     the parameters counted from the shape when not given. None without a vocabulary or hidden size."""
-    text = values.get("text_config") if isinstance(values.get("text_config"), dict) else values
+    text: Any = values.get("text_config") if isinstance(values.get("text_config"), dict) else values
 
     def first(*names: str) -> int | None:
         found = [text.get(n, values.get(n)) for n in names]

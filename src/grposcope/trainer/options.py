@@ -34,10 +34,18 @@ CONDITIONAL: dict[str, tuple[Callable[[Any], bool], str]] = {
 }
 
 
+def _default(field: dataclasses.Field) -> Any:
+    """A field's default; a field without one (none of grposcope's) counts as always changed."""
+    if field.default is not dataclasses.MISSING:
+        return field.default
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    return dataclasses.MISSING
+
+
 def unused_options(args: Any) -> list[str]:
     """One line per option set away from its default that this run never reads, naming what would."""
-    defaults = {f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
-                for f in dataclasses.fields(args)}
+    defaults = {f.name: _default(f) for f in dataclasses.fields(args)}
     options = declared()
     notes = []
     changed = [name for name in defaults if getattr(args, name) != defaults[name]]

@@ -7,6 +7,7 @@ V vocabulary.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import Any, cast
 
 import torch
 from transformers.cache_utils import DynamicCache
@@ -36,7 +37,7 @@ class TrainBatch:
 
     def rows(self, index: torch.Tensor) -> "TrainBatch":
         """A sub-batch, with the padding columns that none of its rows uses cut away."""
-        picked = {f.name: _take(getattr(self, f.name), index) for f in fields(self)}
+        picked: dict[str, Any] = {f.name: _take(getattr(self, f.name), index) for f in fields(self)}
         t = _width(picked["loss_mask"])
         first = int(picked["prompt_mask"].sum(dim=0).nonzero().min().item())  # leading all-padding columns
         for name in ("completion_ids", "loss_mask", "old_logp", "ref_logp", "sampling_logp"):
@@ -47,8 +48,8 @@ class TrainBatch:
 
     def to(self, device: torch.device) -> "TrainBatch":
         """The batch on `device`: the rollout hands rows back on the CPU, the loss runs where the model is."""
-        return TrainBatch(**{f.name: None if (x := getattr(self, f.name)) is None else x.to(device)
-                             for f in fields(self)})
+        return TrainBatch(**cast("dict[str, Any]", {f.name: None if (x := getattr(self, f.name)) is None
+                                                   else x.to(device) for f in fields(self)}))
 
     def __len__(self) -> int:
         return self.completion_ids.shape[0]
@@ -190,7 +191,7 @@ def completion_logps(
     bonus in the loss) it is computed on its own, differentiably.
     """
     n, t = batch.completion_ids.shape
-    logps, entropies, order = [], [], []
+    logps, entropies, order = [], [], []  # type: list[torch.Tensor], list[Any], list[torch.Tensor]
     for rows, logits in _logits_by_length(model, batch, length_parts(batch.loss_mask)):
         logits = logits if temperature == 1.0 else logits / temperature  # (r, T_r, V)
         tokens = batch.completion_ids[rows, : logits.shape[1]].to(logits.device)  # (r, T_r)

@@ -30,7 +30,9 @@ def checkpoint_folders(root: Path) -> list[Path]:
 
 def step_of(folder: Path) -> int:
     """N of a `checkpoint-N` folder."""
-    return int(CHECKPOINT_NAME.match(folder.name).group(1))
+    match = CHECKPOINT_NAME.match(folder.name)
+    assert match is not None  # callers pass checkpoint-N folders
+    return int(match.group(1))
 
 
 def verify(folder: Path, resumable: bool = True) -> str | None:

@@ -188,13 +188,14 @@ def make_sampler(args: GRPOConfig):
 def make_scorer(args: GRPOConfig, reward_funcs, task_rewards):
     from ..rewards import RewardScorer, make_soft_overlong_penalty
 
-    funcs = reward_funcs if reward_funcs is not None else (args.reward_funcs or task_rewards)
-    if not funcs:
+    given = reward_funcs if reward_funcs is not None else (args.reward_funcs or task_rewards)
+    if not given:
         raise ValueError(
             "no reward function: pass reward_funcs= (e.g. grposcope.rewards.accuracy_reward) or set "
             "reward_funcs in the config"
         )
-    funcs, weights = list(funcs) if isinstance(funcs, (list, tuple)) else [funcs], args.reward_weights
+    funcs: list[Any] = list(given) if isinstance(given, (list, tuple)) else [given]  # callables or their names
+    weights = args.reward_weights
     if args.overlong_buffer_len:  # DAPO's soft overlong punishment: one more reward term, its scale its own
         funcs.append(make_soft_overlong_penalty(args.max_completion_length, args.overlong_buffer_len,
                                                 args.overlong_penalty_factor))

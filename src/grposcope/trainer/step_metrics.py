@@ -109,6 +109,7 @@ def logp_change(change: torch.Tensor, batch: TrainBatch, group: int, success_thr
     """`update/logp_change_*` (measure_update): how far an update moved the log-probs of the completions it
     trained on, the mean change `change` (n, T) per completion token, over the rows of all-wrong groups
     (every reward of the group below `success_threshold`) and over the others; a name without tokens is left out."""
+    assert batch.rewards is not None  # measure_update: the trainer sets each row's reward
     all_wrong = (batch.rewards.view(-1, group) < success_threshold).all(dim=1).repeat_interleave(group)  # (n,)
     real = batch.loss_mask.bool()  # (n, T)
     out = {}

@@ -141,6 +141,7 @@ class GRPOTrainer:
         and one optimizer step on its next rows; the collapse monitor on its first step. -> the metrics line"""
         if self._generation is None or self._generation.done:
             self._generation = self._generate()  # sample, score, estimate
+            assert self._generation.drawn is not None  # a fresh generation carries its draw
             self.samples_generated += self._generation.drawn.samples_generated
             self._completions = self._generation.drawn.completions  # logged on the next logging step
         generation, t0 = self._generation, time.perf_counter()
@@ -245,6 +246,7 @@ class GRPOTrainer:
         """The step at which max_samples will stop the run, at the pace of samples per step so far (for the
         progress display; at most max_steps)."""
         per_step = self.samples_generated / max(self.global_step, 1)
+        assert self.args.max_samples is not None  # asked only with max_samples set
         left = max(self.args.max_samples - self.samples_generated, 0)
         generation = self._generation  # steps it still feeds are paid for already
         pending = 0 if generation is None else len(generation.plan) - generation.taken
@@ -309,6 +311,7 @@ class GRPOTrainer:
                                             self.timer.seconds["generation"])
         completions = drawer.sample_rows(selection, estimate.advantages, self.args.num_completions_to_print) \
             if self.args.log_completions else []
+        assert selection.as_drawn is not None  # Selection.__post_init__ fills it
         return figures, Drawn(selection.as_drawn, estimate.advantages, time.perf_counter() - t0,
                               selection.samples_generated, completions)
 
@@ -383,7 +386,7 @@ class GRPOTrainer:
         args = self.args
         old = micro.old_logp if micro.old_logp is not None else logp.detach()
         kwargs = {"aggregation": args.aggregation, "max_completion_length": args.max_completion_length, **counts}
-        correction = {}
+        correction: dict[str, float] = {}
         if micro.sampling_logp is not None:  # drawn by the rollout copy: weighted by pi_old / pi_copy
             weights, correction = losses.rollout_importance_weights(
                 old, micro.sampling_logp, micro.loss_mask, args.rollout_importance_sampling_mode,
@@ -403,6 +406,7 @@ class GRPOTrainer:
                 loss = loss + kl_loss
                 figures.kl_loss = kl_loss.item()
         if args.entropy_coef > 0:
+            assert entropy is not None  # computed whenever entropy_coef > 0
             loss = loss - args.entropy_coef * losses.aggregate(entropy, micro.loss_mask, **kwargs)
         return loss, figures
 
@@ -411,6 +415,7 @@ class GRPOTrainer:
         the reference, under the sampling policy.  rewards (B', G) -> (B', G), and the mean penalty (None: off)"""
         if not self.args.kl_in_reward:
             return rewards, None
+        assert batch.old_logp is not None and batch.ref_logp is not None  # _train_batch: kl_in_reward, beta > 0
         kl, _ = losses.kl_penalty(batch.old_logp, batch.ref_logp, batch.loss_mask, self.args.kl_estimator)  # (N, T)
         penalty = self.args.beta * kl.sum(dim=1).view_as(rewards)  # (B', G)
         return rewards - penalty, penalty.mean().item()

@@ -7,7 +7,7 @@ in a module here; no import line lists it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Iterable
 
 from ...core.registry import Registry
 from ..findings import Finding, Fix, Ref
@@ -91,18 +91,16 @@ def alarm_steps(view: "View", name: str) -> list[int]:
     return view.memo["alarms"][name]
 
 
-def spans(steps: list[int] | "object") -> str:
+def spans(steps: Iterable[int]) -> str:
     """`1, 3-5, 7-8` for [1, 3, 4, 5, 7, 8]; long lists cut after 8 spans."""
-    steps = [int(s) for s in steps]
-    out, start, prev = [], None, None
-    for s in steps:
-        if start is None:
-            start = prev = s
-        elif s == prev + 1:
-            prev = s
-        else:
-            out.append(f"{start}" if start == prev else f"{start}-{prev}")
-            start = prev = s
+    out: list[str] = []
+    start = prev = None
+    for s in map(int, steps):
+        if start is None or prev is None or s != prev + 1:
+            if start is not None:
+                out.append(f"{start}" if start == prev else f"{start}-{prev}")
+            start = s
+        prev = s
     if start is not None:
         out.append(f"{start}" if start == prev else f"{start}-{prev}")
     return ", ".join(out[:8]) + (f", ... ({len(out) - 8} more)" if len(out) > 8 else "")

@@ -135,8 +135,9 @@ def read(path: Path, name: str, options: ReadOptions) -> Run:
         raise ValueError(f"{path}: no line reads as a logged step (TRL's printed dicts, verl's `step:N - key:value`, "
                          "`step N key=value`); give the line format with --pattern REGEX (a named group `step` "
                          "and one named group per metric)")
-    notes, wall = [], None
+    notes, wall = [], None  # type: list[str], float | None
     if kind == "pattern":
+        assert options.pattern is not None  # kind is "pattern" only when one is given
         _read_pattern(path, options.pattern, collect)
     elif kind == "trl":
         wall = _read_trl(path, collect, notes)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..values import join_runs
 from . import LogFormat, register
@@ -47,7 +47,7 @@ def claims(path: Path) -> bool:
 def read(path: Path, name: str, options: ReadOptions) -> Run:
     from .table import read as read_table
 
-    runs = []
+    runs: list[tuple[Any, Path, str]] = []  # (Run | None, file, note): Any, as read_ok keeps the Runs only
     for file, fmt in _claimed(path):
         held_out = fmt.name == "table" and EVALUATION.search(file.stem) is not None
         try:

@@ -82,6 +82,6 @@ def _grposcope_run(metrics_path: Path, name: str) -> Run:
     if run.wall_time_s is None:  # a run still going, or killed: the logged step times
         step_s = [v for v in run.values("perf/step_s") if math.isfinite(v)]
         first, last = columns.first_time, columns.last_time
-        run.wall_time_s = math.fsum(step_s) if step_s else (last - first if first is not None and last != first
-                                                            else None)
+        elapsed = last - first if first is not None and last is not None and last != first else None
+        run.wall_time_s = math.fsum(step_s) if step_s else elapsed
     return run

@@ -165,7 +165,7 @@ def read_tensorboard(path: Path, name: str, options: ReadOptions | None = None) 
         raise FileNotFoundError(f"{path} holds no TensorBoard event file ({TB_GLOB})")
     if path.is_file():
         collect, args = read_event_file(path, mapping)
-        lines, folder, others = [], path.parent, []
+        lines, folder, others = [], path.parent, []  # type: list[str], Path, list[Path]
     else:
         folders = run_folders(files)
         for folder in reversed(folders):  # a folder of text summaries only (no scalar) is no run

@@ -142,7 +142,7 @@ def _trl_run(state_path: Path, name: str, state: Any = None, mapping: dict[str, 
     mapping = mapping or {}
     rename = (lambda key: mapping.get(key) or trl_name(key)) if mapping else trl_name
     steps, series, odd = _columns(merged, rename)
-    run = Run(name, state_path.parent, "trl", steps, series, notes=odd_notes(odd, state_path))
+    run = Run(name, state_path.parent, "trl", steps, {**series}, notes=odd_notes(odd, state_path))
     _inspect(run, merged, rename, state_path, mapping)
     for key in ("max_steps", "logging_steps"):  # what the run planned, and how often it logged
         if is_step(state.get(key)) and not isinstance(state[key], bool) and state[key] > 0:
@@ -150,13 +150,13 @@ def _trl_run(state_path: Path, name: str, state: Any = None, mapping: dict[str, 
     if not run.has("collapse/acr") and run.has(TRL_ZERO_STD):
         run.series["collapse/acr"] = list(run.series[TRL_ZERO_STD])
         run.notes.append("collapse/acr is TRL's frac_reward_zero_std (a stock TRL run)")
-    key = _held_out_key(history)
-    evals = {r["step"]: number(r[key]) for r in history
-             if key and isinstance(r, dict) and "step" in r and number(r.get(key)) is not None}
+    held_out = _held_out_key(history)
+    evals = {r["step"]: value for r in history
+             if held_out and isinstance(r, dict) and "step" in r and (value := number(r.get(held_out))) is not None}
     if evals:
         run.series[ACCURACY] = [evals.get(s, math.nan) for s in steps]
-        run.notes.append(f"held-out score: {key} (the mean of TRL's eval loop)" if key != TRL_EVAL_REWARD else
-                         "held-out accuracy is TRL's eval_reward (the mean reward of its eval loop)")
+        run.notes.append(f"held-out score: {held_out} (the mean of TRL's eval loop)" if held_out != TRL_EVAL_REWARD
+                         else "held-out accuracy is TRL's eval_reward (the mean reward of its eval loop)")
     end = [r for r in history if isinstance(r, dict) and "train_runtime" in r]
     step_s = [v for v in run.values("perf/step_s") if math.isfinite(v)]
     run.wall_time_s = number(end[-1]["train_runtime"]) if end else (math.fsum(step_s) if step_s else None)

@@ -64,7 +64,9 @@ def read_dump(path: Path, name: str, options: ReadOptions) -> Run:
           keys="verl's metric names (critic/score/mean, actor/entropy, val-core/..., ...)", priority=35)
 def read_logger(path: Path, name: str, options: ReadOptions | None = None) -> Run:
     if path.is_dir():
-        path = _logger_in(path)
+        found = _logger_in(path)
+        assert found is not None  # claims_logger found the folder's one logger file
+        path = found
     collect = Collector(path, dict(options.mapping) if options is not None else None)
     other = 0
     for record in jsonl_records(path, collect.problems):

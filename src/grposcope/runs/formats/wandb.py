@@ -116,7 +116,7 @@ def read_wandb(path: Path, name: str, options: ReadOptions | None = None) -> Run
     config: dict[str, Any] = {}
     unreadable = 0
     for payload in wandb_payloads(file, collect.problems):
-        record = pb.Record()
+        record = pb.Record()  # type: ignore[attr-defined]  # protobuf's generated classes carry no stubs
         try:
             record.ParseFromString(payload)
         except DecodeError:
@@ -147,7 +147,7 @@ def read_wandb(path: Path, name: str, options: ReadOptions | None = None) -> Run
 def _wandb_files_config(folder: Path, problems: list[str]) -> dict[str, Any]:
     """The settings a synced run keeps beside its log: files/config.yaml ({key: {value: v}}) and
     files/wandb-summary.json (the last value of each key)."""
-    import yaml
+    import yaml  # type: ignore[import-untyped]  # no types-PyYAML
 
     out: dict[str, Any] = {}
     for file, load in ((folder / "files" / "wandb-summary.json", json.load),
