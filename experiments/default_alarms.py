@@ -106,7 +106,9 @@ def figures(root: Path, name: str) -> dict | None:
 
 
 def _alarm_cell(alarms: dict) -> str:
-    return ", ".join(sorted(alarms)) or "none"
+    """`stagnation (5, 11)`: each alarm that fired, its first step and the steps it was on."""
+    return ", ".join(f"{name.removeprefix('alarm/')} ({a['first_step']}, {a['steps_on']})"
+                     for name, a in sorted(alarms.items())) or "none"
 
 
 def report(args: argparse.Namespace) -> None:
@@ -129,8 +131,8 @@ def report(args: argparse.Namespace) -> None:
             continue
         change = [r["avg4_after"] - r["avg4_before"] for r in done]
         greedy = [r["greedy_after"] - r["greedy_before"] for r in done]
-        fired = {name: sum(name in r["alarms"] for r in done) for name in ("stagnation", "entropy_collapse",
-                                                                            "kl_drift", "no_signal")}
+        fired = {name: sum(f"alarm/{name}" in r["alarms"] for r in done)
+                 for name in ("stagnation", "entropy_collapse", "kl_drift", "no_signal")}
         warned = sum(any(x.startswith(("WARNING", "CRITICAL")) for x in r["findings"]) for r in done)
         print(f"{arm:8s} n={len(done)}  avg@4 change {interval(change)}  greedy change {interval(greedy)}  "
               f"lost avg@4: {sum(c < 0 for c in change)}  alarms fired (runs): {fired}  "

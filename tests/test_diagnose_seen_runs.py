@@ -34,6 +34,13 @@ def test_statistics_under_a_reward_name_are_read_and_never_taken_for_a_function(
     assert resolve("critic/score/a/b/mean") is None and resolve("score/p50") is None
 
 
+def test_grposcope_own_sampled_evaluation_keys_are_known():
+    # a run with eval_num_samples logs eval/avg@k and eval/pass@j: they were listed as keys the catalogue
+    # does not know, in the diagnosis of grposcope's own quickstart
+    for key in ("eval/avg@4", "eval/pass@2/hard", "eval/avg@8/easy"):
+        assert resolve(key) == (key, 50)
+
+
 def _equal_rewards(n: int, alike: set[int], reward=lambda s: 0.4, grad=lambda s, a: 0.01 if a else 0.5):
     return [{"step": s, "loss": 0.0, "reward": reward(s), "reward_std": 0.0 if s in alike else 0.3,
              "grad_norm": grad(s, s in alike), "kl": 0.01} for s in range(1, n + 1)]

@@ -171,7 +171,8 @@ _PREFIXES = ("train/", "eval/", "eval_")  # not train_: transformers' run totals
 # grposcope's own families (docs/metrics.md documents each name): a key of one of these is known, read as it is
 # logged, by the report's plots and tables when not by a detector (the TRL integration logs them too)
 OWN_FAMILIES = ("collapse/", "alarm/", "avspo/", "sampler/", "perf/", "loss/", "clip/", "gspo/", "sampling/",
-                "update/", "reward/", "prompt/", "optimizer/", "kl/", "entropy/", "completion/", "eval/accuracy")
+                "update/", "reward/", "prompt/", "optimizer/", "kl/", "entropy/", "completion/", "eval/accuracy",
+                "eval/avg@", "eval/pass@")
 
 
 # Plain spellings of hand-written loops and exports (seen in the real-run corpus, tests/fixtures/real_runs), as
