@@ -42,10 +42,12 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import math
 import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -57,15 +59,19 @@ ARMS = {
     "fix": ["--epsilon_high", "0.28", "--entropy_coef", "0.001"],
 }
 STEPS = 20
+# After the decision (not one of the declared arms): the preset exactly as the README runs it (greedy held-out
+# accuracy before training and after steps 10 and 20, no sampled evaluation), on the same seeds and on the
+# quickstart's own seed 0, with the recalibrated entropy rule: what a user's first run now reports.
+SHIPPED = {"shipped": []}
 
 
 def one_run(root: Path, arm: str, seed: int) -> str:
     out = root / f"{arm}-s{seed}"
     if (out / "summary.json").is_file():
         return f"{out.name}: done before"
+    evaluation = [] if arm in SHIPPED else ["--eval_num_samples", "4", "--eval_steps", str(STEPS)]
     cmd = [sys.executable, "-m", "grposcope.cli", "train", "--preset", "quickstart", "--output_dir", str(out),
-           "--seed", str(seed), "--torch_threads", "1", "--eval_num_samples", "4", "--eval_steps", str(STEPS),
-           *ARMS[arm]]
+           "--seed", str(seed), "--torch_threads", "1", *evaluation, *{**ARMS, **SHIPPED}[arm]]
     root.mkdir(parents=True, exist_ok=True)
     with open(root / f"{out.name}.log", "w") as log:
         log.write(" ".join(cmd) + "\n")
@@ -81,7 +87,7 @@ def one_run(root: Path, arm: str, seed: int) -> str:
 
 
 def run(args: argparse.Namespace) -> None:
-    jobs = [(arm, seed) for seed in args.seeds for arm in ARMS]
+    jobs = [(arm, seed) for seed in args.seeds for arm in args.arms]
     with ThreadPoolExecutor(args.workers) as pool:
         for line in pool.map(lambda job: one_run(Path(args.root), *job), jobs):
             print(line, flush=True)
@@ -144,6 +150,89 @@ def report(args: argparse.Namespace) -> None:
         Path(args.out).write_text(json.dumps(runs, indent=1) + "\n")
 
 
+def shipped(args: argparse.Namespace) -> None:
+    """The runs as shipped: greedy held-out accuracy before, at step 10 and after; the alarms the run itself
+    raised (its summary.json) and `grposcope diagnose`'s warnings and critical findings on its folder."""
+    root = Path(args.root)
+    print("| seed | greedy before | step 10 | after | alarms (first step, steps on) | diagnose: warning or critical |")
+    print("|---|---|---|---|---|---|")
+    for seed in (0, *SEEDS):
+        folder = root / f"shipped-s{seed}"
+        text = _read(folder, "summary.json")
+        if text is None:
+            continue
+        summary = json.loads(text)
+        rows = [json.loads(line) for line in _read(folder, "metrics.jsonl").splitlines() if line.strip()]
+        mid = next((r["eval/accuracy"] for r in rows if r.get("step") == 10 and "eval/accuracy" in r), math.nan)
+        findings_text = _read(root, f"{folder.name}.findings.json") or _read(folder, "findings.json")
+        found = [f"{f['severity']} {f['detector']}" for r in json.loads(findings_text)["runs"] for f in r["findings"]
+                 if f["severity"] in ("warning", "critical")] if findings_text else []
+        print(f"| {seed} | {summary['eval/accuracy before']:.3f} | {mid:.3f} | {summary['eval/accuracy after']:.3f} | "
+              f"{_alarm_cell(summary.get('alarms', {}))} | {', '.join(found) or 'none'} |")
+
+
+def entropy_alarm(run, gain: float) -> list[int]:
+    """The steps alarm/entropy_collapse is on when `run`'s log is replayed through the alarms' rules (as
+    `grposcope diagnose` replays it), with the entropy rule's `entropy_gain` set to `gain` (inf: the rule before
+    issue 58, which never asks whether the run still learns)."""
+    from grposcope.core.alarms import AlarmRules, alarm_window, replay
+    from grposcope.runs import catalogue as c
+
+    window = alarm_window(len(run.steps))
+    rules = AlarmRules(stagnation_steps=window, entropy_steps=window, entropy_gain=gain)
+    nan = [math.nan] * len(run.steps)
+    return replay(run.steps, nan, run.values(c.ENTROPY), nan, nan, rules, reward=run.values(c.REWARD),
+                  held_out=zip(*run.accuracy_points()))["entropy_collapse"]
+
+
+def recalibrated(args: argparse.Namespace) -> None:
+    """The entropy rule before and after its recalibration, replayed on every run here and on every scenario of
+    tests/scenarios.py (seeds 0-9, written as a JSONL log): the first step it is on, '-' when never."""
+    from grposcope.core.alarms import AlarmRules
+    from grposcope.runs import load_run
+
+    new = AlarmRules().entropy_gain
+    first = lambda on: str(on[0]) if on else "-"  # noqa: E731
+    root = Path(args.root)
+    print("| run | entropy_collapse before (first step) | after |\n|---|---|---|")
+    counts = {arm: [0, 0, 0] for arm in ARMS}
+    for arm in ARMS:
+        for seed in SEEDS:
+            folder = root / f"{arm}-s{seed}"
+            if _read(folder, "summary.json") is None:  # not finished
+                continue
+            run = load_run(folder if (folder / "metrics.jsonl").is_file() else _unzipped(folder))
+            before, after = entropy_alarm(run, math.inf), entropy_alarm(run, new)
+            counts[arm] = [counts[arm][0] + 1, counts[arm][1] + bool(before), counts[arm][2] + bool(after)]
+            print(f"| {folder.name} | {first(before)} | {first(after)} |")
+    for arm, (n, before, after) in counts.items():
+        print(f"{arm}: on in {before} of {n} runs before, {after} of {n} after")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from scenarios import SCENARIOS, make, write
+
+    print("\n| scenario | runs on before | after | first step before (median) | after (median) |")
+    print("|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in SCENARIOS:
+            before, after = [], []
+            for seed in range(10):
+                run = load_run(write(make(name, seed), Path(tmp) / f"{name}-{seed}", "jsonl"))
+                before.append(entropy_alarm(run, math.inf))
+                after.append(entropy_alarm(run, new))
+            steps = lambda runs: statistics.median(r[0] for r in runs if r) if any(runs) else "-"  # noqa: E731
+            print(f"| {name} | {sum(map(bool, before))} of 10 | {sum(map(bool, after))} of 10 | {steps(before)} | "
+                  f"{steps(after)} |")
+
+
+def _unzipped(folder: Path) -> Path:
+    """An archived run's metrics.jsonl and summary.json, unzipped into a temporary folder."""
+    out = Path(tempfile.mkdtemp()) / folder.name
+    out.mkdir()
+    for name in ("metrics.jsonl", "summary.json"):
+        (out / name).write_text(_read(folder, name))
+    return out
+
+
 def archive(args: argparse.Namespace) -> None:
     root, out = Path(args.root), Path(args.out)
     for folder in sorted(p for p in root.iterdir() if p.is_dir() and (p / "summary.json").is_file()):
@@ -166,14 +255,20 @@ def main() -> None:
     r.add_argument("--root", required=True)
     r.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
     r.add_argument("--workers", type=int, default=2)
+    r.add_argument("--arms", nargs="+", default=list(ARMS), choices=[*ARMS, *SHIPPED])
     p = sub.add_parser("report")
     p.add_argument("--root", required=True)
     p.add_argument("--out")
+    s = sub.add_parser("shipped")
+    s.add_argument("--root", required=True)
+    q = sub.add_parser("recalibrated")
+    q.add_argument("--root", required=True)
     a = sub.add_parser("archive")
     a.add_argument("--root", required=True)
     a.add_argument("--out", required=True)
     args = parser.parse_args()
-    {"run": run, "report": report, "archive": archive}[args.command](args)
+    {"run": run, "report": report, "archive": archive, "recalibrated": recalibrated,
+     "shipped": shipped}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -220,7 +220,7 @@ def test_the_monitor_and_a_replay_of_its_log_raise_the_same_alarms():
     rules = AlarmRules(stagnation_steps=5, entropy_steps=5, kl_bound=0.3, no_signal_steps=3)
     monitor = CollapseMonitor(stagnation_steps=5, entropy_steps=5, kl_bound=0.3, no_signal_steps=3)
     gen = torch.Generator().manual_seed(0)
-    steps, acr, entropy, kl, empty, live = [], [], [], [], [], {}
+    steps, acr, entropy, kl, empty, reward, live = [], [], [], [], [], [], {}
     for step in range(1, 61):
         p = 0.02 if 20 <= step < 40 else 0.5  # a stretch where nearly every group is all-wrong
         rewards = (torch.rand(4, 4, generator=gen) < p).float()
@@ -232,10 +232,11 @@ def test_the_monitor_and_a_replay_of_its_log_raise_the_same_alarms():
         entropy.append(h)
         kl.append(k)
         empty.append(float(metrics["collapse/acr_post"] == 1.0))
+        reward.append(float(rewards.mean()))  # the entropy rule's "still learning" reads it
         for name in ("stagnation", "entropy_collapse", "kl_drift", "no_signal"):
             if metrics[f"alarm/{name}"]:
                 live.setdefault(name, []).append(step)
-    replayed = replay(steps, acr, entropy, kl, empty, rules)
+    replayed = replay(steps, acr, entropy, kl, empty, rules, reward=reward)
     assert {k: v for k, v in replayed.items() if v} == live
     assert set(live) >= {"stagnation", "entropy_collapse", "kl_drift"}
 

@@ -195,3 +195,70 @@ def test_token_entropy_chunking_gives_same_values_and_gradient():
     (g_chunked,) = torch.autograd.grad(chunked.sum(), logits)
     torch.testing.assert_close(chunked, whole, atol=1e-6, rtol=0)
     torch.testing.assert_close(g_chunked, g_whole, atol=1e-6, rtol=0)
+
+
+# The entropy rule asks whether the run still learns (issue 58: the quickstart's default run, learning, tripped it)
+
+
+def _rows(mean: float, g: int = 4) -> torch.Tensor:
+    """One group of g 0/1 rewards whose mean is `mean` (a multiple of 1/g)."""
+    right = round(mean * g)
+    return torch.tensor([[1.0] * right + [0.0] * (g - right)])
+
+
+def test_entropy_below_the_floor_while_the_reward_rises_is_no_collapse():
+    rising, flat = CollapseMonitor(entropy_steps=2), CollapseMonitor(entropy_steps=2)
+    means = (0.0, 0.25, 0.25, 0.5, 0.5, 0.75, 0.75)  # the last 2 steps' mean 0.25 above the 2 before
+    entropies = (0.9, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1)
+    up = [rising.update(_rows(m), entropy=e)["alarm/entropy_collapse"] for m, e in zip(means, entropies)]
+    level = [flat.update(_rows(0.5), entropy=e)["alarm/entropy_collapse"] for e in entropies]
+    assert up == [0.0] * 7
+    assert level == [0.0] * 3 + [1.0] * 4  # the rule as before: 3 > 2 low steps
+
+
+def test_a_held_out_gain_since_the_entropy_fell_decides_over_the_reward():
+    mon = CollapseMonitor(entropy_steps=2)
+    mon.evaluated(0.30)  # before training
+    flags = [mon.update(_rows(0.5), entropy=e)["alarm/entropy_collapse"] for e in (0.9, 0.1, 0.1, 0.1)]
+    assert flags == [0.0, 0.0, 0.0, 1.0]  # evaluated before the fall only: the reward (flat) decides
+    mon.evaluated(0.40)  # after step 4, the entropy low since step 2: +0.10
+    assert mon.update(_rows(0.5), entropy=0.1)["alarm/entropy_collapse"] == 0.0
+    mon.evaluated(0.38)  # after step 5: below the last score but +0.08 over step 0's, 2 or more steps back
+    assert mon.update(_rows(0.5), entropy=0.1)["alarm/entropy_collapse"] == 0.0
+    stalled = CollapseMonitor(entropy_steps=2)
+    stalled.evaluated(0.30)
+    for m, e in zip((0.0, 0.25, 0.5, 0.75), (0.9, 0.1, 0.1, 0.1)):
+        stalled.update(_rows(m), entropy=e)
+    stalled.evaluated(0.32)  # the reward climbs, the held-out score does not (+0.02): it decides
+    assert stalled.update(_rows(1.0), entropy=0.1)["alarm/entropy_collapse"] == 1.0
+
+
+def test_the_entropy_rules_history_survives_a_resume():
+    straight = CollapseMonitor(entropy_steps=2)
+    straight.evaluated(0.3)
+    for m, e in zip((0.0, 0.25, 0.5), (0.9, 0.1, 0.1)):
+        straight.update(_rows(m), entropy=e)
+    resumed = CollapseMonitor(entropy_steps=2)
+    resumed.load_state_dict(straight.state_dict())
+    for m in (0.5, 0.5, 0.5):
+        assert resumed.update(_rows(m), entropy=0.1) == straight.update(_rows(m), entropy=0.1)
+    old = {k: v for k, v in straight.state_dict().items() if k not in ("low_since", "rewards", "held_out")}
+    CollapseMonitor(entropy_steps=2).load_state_dict(old)  # a checkpoint from before: read, history empty
+
+
+def test_the_entropy_alarm_still_fires_on_the_collapse_scenario():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from scenarios import make
+
+    from grposcope.core.alarms import AlarmRules, replay
+
+    for seed in range(10):
+        s = make("entropy_collapse", seed)  # the entropy falls to 0.04 while the reward levels off at step 60
+        n = s.steps
+        rules = AlarmRules(stagnation_steps=alarm_window(n), entropy_steps=alarm_window(n))
+        nan = [math.nan] * n
+        on = replay(range(1, n + 1), nan, s.series["entropy"], nan, nan, rules, reward=s.series["reward"])
+        assert on["entropy_collapse"] and on["entropy_collapse"][0] <= 120, (seed, on["entropy_collapse"][:3])

@@ -11,6 +11,7 @@ Pure Python (no torch): the diagnosis of logs imports it without loading a tenso
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import re
@@ -41,6 +42,9 @@ class AlarmRules:
     entropy_steps: int = 50
     kl_bound: float = 0.5
     no_signal_steps: int = 5
+    # a rise this large while the entropy is below the floor means the run still learns: no collapse (the
+    # held-out score's since the entropy fell below the floor, else the mean reward's over the last window)
+    entropy_gain: float = 0.05
     # steps an announced alarm must stay off before its "cleared" line (None: the longest of the windows
     # above). An alarm's state may flicker (no_signal goes off at the first step with signal and on again 5
     # steps later); the log says once that it fired and once that it cleared, not at every onset
@@ -65,6 +69,9 @@ class Alarms:
         self.streaks = {"stagnation": 0, "entropy_collapse": 0, "no_signal": 0}
         self.active = {name: False for name in NAMES}
         self.entropy_was_above = False  # the entropy has been at or above the floor (so it can fall)
+        self.low_since: int | None = None  # the first step of the entropy's current streak below the floor
+        self.rewards: list[float] = []  # the mean reward of the last 2 x entropy_steps steps that logged one
+        self.held_out: list[tuple[int, float]] = []  # (step, held-out score): each evaluation, 0 = before training
         self.fired: list[tuple[int, str]] = []
         # what the log has said: name -> [step it fired, last step on, steps on since] while announced
         self.announced: dict[str, list[int]] = {}
@@ -74,17 +81,26 @@ class Alarms:
         self.streaks[name] = self.streaks[name] + 1 if holds else 0
         return self.streaks[name]
 
+    def evaluated(self, step: int, score: float | None) -> None:
+        """A held-out evaluation after `step` (0: before training), for the entropy rule's "still learning"."""
+        if score is not None and math.isfinite(score):
+            self.held_out.append((step, float(score)))
+
     def update(self, step: int, acr: float | None, entropy: float | None = None, kl: float | None = None,
-               no_signal: bool | None = None) -> dict[str, bool]:
+               no_signal: bool | None = None, reward: float | None = None) -> dict[str, bool]:
         r = self.rules
         now = dict(self.active)
+        if reward is not None and math.isfinite(reward):
+            self.rewards = [*self.rewards, reward][-2 * r.entropy_steps:]
         if acr is not None:
             now["stagnation"] = self._streak("stagnation", acr > r.stagnation_acr) >= r.stagnation_steps
         if entropy is not None:
             # a collapse is a fall: a policy that starts below the floor on a task never raises it
             self.entropy_was_above = self.entropy_was_above or entropy >= r.entropy_floor
             low = self._streak("entropy_collapse", self.entropy_was_above and entropy < r.entropy_floor)
-            now["entropy_collapse"] = low > r.entropy_steps
+            self.low_since = (step if low == 1 else self.low_since) if low else None
+            # ... and a fall that the score still rises through is convergence, not a collapse
+            now["entropy_collapse"] = low > r.entropy_steps and not self.still_learning()
         if kl is not None:
             now["kl_drift"] = kl > r.kl_bound
         if no_signal is not None:
@@ -95,6 +111,24 @@ class Alarms:
             self.active[name] = on
             self._announce(step, name, on)
         return now
+
+    def still_learning(self) -> bool:
+        """Whether the run still improves while its entropy is below the floor, over the last window: a gain
+        now, not since the run began (a run that learnt, then stalled with its entropy low, has collapsed).
+        The held-out score decides when it was measured since the entropy fell below the floor and also at
+        least `entropy_steps` steps before that measurement: the latest score at least `entropy_gain` above the
+        latest one that old. Otherwise the reward: its mean over the last `entropy_steps` steps at least
+        `entropy_gain` above its mean over the `entropy_steps` before them. Neither known: False (the rule as
+        before)."""
+        gain, w = self.rules.entropy_gain, self.rules.entropy_steps
+        if self.held_out and self.low_since is not None and self.held_out[-1][0] >= self.low_since:
+            latest_step, latest = self.held_out[-1]
+            earlier = [score for s, score in self.held_out if s <= latest_step - w]
+            if earlier:
+                return latest - earlier[-1] >= gain
+        if len(self.rewards) >= 2 * w:
+            return math.fsum(self.rewards[-w:]) / w - math.fsum(self.rewards[-2 * w:-w]) / w >= gain
+        return False
 
     def _announce(self, step: int, name: str, on: bool) -> None:
         """One line when the alarm fires, none while it stays on or flickers, one once it has been off for
@@ -118,7 +152,8 @@ class Alarms:
 
     def state_dict(self) -> dict[str, Any]:
         return {"streaks": dict(self.streaks), "active": dict(self.active), "fired": [list(f) for f in self.fired],
-                "entropy_was_above": self.entropy_was_above,
+                "entropy_was_above": self.entropy_was_above, "low_since": self.low_since,
+                "rewards": list(self.rewards), "held_out": [list(e) for e in self.held_out],
                 "announced": {name: list(seen) for name, seen in self.announced.items()}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -127,6 +162,10 @@ class Alarms:
         self.active.update({name: bool(on) for name, on in state["active"].items()})  # older: no no_signal
         self.fired = [(int(step), str(name)) for step, name in state["fired"]]
         self.entropy_was_above = bool(state.get("entropy_was_above", True))  # older checkpoints: as before
+        # older checkpoints: no history, so the entropy rule reads no gain until it has a window of rewards again
+        self.low_since = None if state.get("low_since") is None else int(state["low_since"])
+        self.rewards = [float(v) for v in state.get("rewards", [])]
+        self.held_out = [(int(s), float(v)) for s, v in state.get("held_out", [])]
         # older checkpoints: an alarm on at the save counts as announced (its line was printed before it)
         old = {name: [step, step, 1] for name, step in self._onsets().items() if self.active.get(name)}
         self.announced = {name: [int(v) for v in seen] for name, seen in state.get("announced", old).items()}
@@ -141,15 +180,22 @@ def _value(v: float | None) -> float | None:
 
 
 def replay(steps: Iterable[int], acr: Iterable[float], entropy: Iterable[float], kl: Iterable[float],
-           no_signal: Iterable[float], rules: AlarmRules) -> dict[str, list[int]]:
+           no_signal: Iterable[float], rules: AlarmRules, reward: Iterable[float] | None = None,
+           held_out: Iterable[tuple[int, float]] = ()) -> dict[str, list[int]]:
     """A logged run through the alarms: {name: the steps it was on}. Series aligned with `steps`, NaN where a
     step did not log the signal (the alarm keeps its state, as in a live run); `no_signal` holds 1.0 for a step
-    without signal, 0.0 for one with, NaN for unknown."""
+    without signal, 0.0 for one with, NaN for unknown. `held_out`: (step, score) of the run's evaluations (step 0
+    before training), each read after its step's update, as the trainer evaluates after the step."""
     alarms = Alarms(rules, warn=False)
     on: dict[str, list[int]] = {name: [] for name in NAMES}
-    for step, a, e, k, n in zip(steps, acr, entropy, kl, no_signal):
+    evaluations = sorted(held_out)
+    rewards = reward if reward is not None else itertools.repeat(math.nan)
+    for step, a, e, k, n, m in zip(steps, acr, entropy, kl, no_signal, rewards):
+        while evaluations and evaluations[0][0] < step:
+            alarms.evaluated(*evaluations.pop(0))
         flag = _value(n)
-        state = alarms.update(step, _value(a), _value(e), _value(k), None if flag is None else flag >= 0.5)
+        state = alarms.update(step, _value(a), _value(e), _value(k), None if flag is None else flag >= 0.5,
+                              _value(m))
         for name, active in state.items():
             if active:
                 on[name].append(step)

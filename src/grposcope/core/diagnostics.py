@@ -202,14 +202,15 @@ class CollapseMonitor:
             no_signal = metrics["collapse/acr_post"] == 1.0
             self.no_signal_seen += no_signal
             metrics["collapse/no_signal_steps"] = float(self.no_signal_seen)
-        metrics.update(self._alarms(acr, entropy, kl, no_signal))
+        now = self.alarms.update(self.step, acr, entropy, kl, no_signal, reward=float(rewards.mean()))
+        metrics.update({f"alarm/{name}": float(on) for name, on in now.items()})
         metrics["collapse/no_signal_streak"] = float(self.alarms.streaks["no_signal"])
         return metrics
 
-    def _alarms(self, acr: float, entropy: float | None, kl: float | None, no_signal: bool | None
-                ) -> dict[str, float]:
-        now = self.alarms.update(self.step, acr, entropy, kl, no_signal)
-        return {f"alarm/{name}": float(on) for name, on in now.items()}
+    def evaluated(self, score: float | None) -> None:
+        """The held-out score measured after the last step (before the first: step 0), which tells the
+        entropy-collapse alarm whether the run still learns while its entropy is low."""
+        self.alarms.evaluated(self.step, score)
 
     def state_dict(self) -> dict[str, Any]:
         return {

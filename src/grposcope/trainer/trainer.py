@@ -141,9 +141,6 @@ class GRPOTrainer:
         and one optimizer step on its next rows; the collapse monitor on its first step. -> the metrics line"""
         if self._generation is None or self._generation.done:
             self._generation = self._generate()  # sample, score, estimate
-            assert self._generation.drawn is not None  # a fresh generation carries its draw
-            self.samples_generated += self._generation.drawn.samples_generated
-            self._completions = self._generation.drawn.completions  # logged on the next logging step
         generation, t0 = self._generation, time.perf_counter()
         drawn = generation.drawn if generation.fresh else None  # its first step pays for it and diagnoses it
         update = self._optimize(generation.next_batch())  # loss, backward, optimizer step
@@ -166,6 +163,8 @@ class GRPOTrainer:
         batch.advantages = estimate.advantages.reshape(-1)  # (N,)
         batch.old_logp = self._old_logps(batch)  # the ratio's denominator, when the batch feeds several steps
         figures, drawn = self._measure(drawer, selection, rollout, estimate, kl_penalty, t0)  # data, no metrics
+        self.samples_generated += drawn.samples_generated
+        self._completions = drawn.completions  # logged on the next logging step
         rows = plan(len(batch), self.args.num_iterations, self.geometry.optimizer_batch)  # per optimizer step
         return Generation(batch, rows, figures, drawer.logged_metrics(), drawn=drawn)
 
@@ -437,6 +436,7 @@ class GRPOTrainer:
     def evaluate(self) -> dict[str, float]:
         """Greedy pass@1 on the held-out split: `eval/accuracy` (and per level when examples carry one)."""
         self._last_eval, self._last_eval_step = evaluate(self, self.eval_examples), self.global_step
+        self.monitor.evaluated(self._last_eval.get("eval/accuracy"))
         return self._last_eval
 
     def save_model(self, subdir: str = "model") -> str:

@@ -63,32 +63,38 @@ def register(cls: type[Detector]) -> type[Detector]:
 
 
 
-def alarm_rules(view: "View"):
+def alarm_rules(view: "View", judge_gain: bool = True):
     """The alarms' rules (core/alarms.py) with the user's floor and bound, their windows fitted to the logged run
-    as the trainers fit them (a tenth of the run, 5 to 50 steps)."""
+    as the trainers fit them (a tenth of the run, 5 to 50 steps). Without `judge_gain`, the entropy rule is its
+    floor and window alone (a detector that judges the score's gain itself)."""
+    import math
+
     from ...core.alarms import AlarmRules, alarm_window
 
     window = alarm_window(len(view.run.steps))
     return AlarmRules(stagnation_steps=window, entropy_floor=view.options.entropy_floor, entropy_steps=window,
-                      kl_bound=view.options.kl_bound)
+                      kl_bound=view.options.kl_bound, **({} if judge_gain else {"entropy_gain": math.inf}))
 
 
-def alarm_steps(view: "View", name: str) -> list[int]:
-    """The steps on which alarm `name` is on when the run's log is replayed through the alarms' rules."""
+def alarm_steps(view: "View", name: str, judge_gain: bool = True) -> list[int]:
+    """The steps on which alarm `name` is on when the run's log (with its reward and held-out scores) is
+    replayed through the alarms' rules; `judge_gain`: see alarm_rules."""
     from ...core.alarms import replay
     from ...runs import catalogue as c
     from ..signals import no_signal_mask
 
     run = view.run
-    if "alarms" not in view.memo:
+    key = f"alarms, gain judged: {judge_gain}"
+    if key not in view.memo:
         import numpy as np
 
         known = np.isfinite(view.array(c.GRAD_NORM)) | np.isfinite(view.array(c.SKIPPED_NO_SIGNAL)) | \
             np.isfinite(view.array(c.ACR_POST))
         no_signal = np.where(known, no_signal_mask(view).astype(float), np.nan).tolist()
-        view.memo["alarms"] = replay(run.steps, run.values(c.ACR), run.values(c.ENTROPY), run.values(c.KL),
-                                        no_signal, alarm_rules(view))
-    return view.memo["alarms"][name]
+        view.memo[key] = replay(run.steps, run.values(c.ACR), run.values(c.ENTROPY), run.values(c.KL), no_signal,
+                                alarm_rules(view, judge_gain), reward=run.values(c.REWARD),
+                                held_out=zip(*run.accuracy_points()))
+    return view.memo[key][name]
 
 
 def spans(steps: Iterable[int]) -> str:

@@ -59,7 +59,7 @@ def entropy_collapsed(view) -> tuple[bool, list[int], bool, float, float]:
     if "entropy" not in view.memo:
         x, h = view[c.ENTROPY]
         start, end = stats.level(stats.head(h)), stats.level(stats.tail(h, 0.1))
-        on = alarm_steps(view, "entropy_collapse")
+        on = alarm_steps(view, "entropy_collapse", judge_gain=False)  # the gain: _still_learning, below
         fell = start > 0 and end <= ENTROPY_FALL * start and stats.trend(x, h).falling(TREND_ALPHA)
         lost_half = start > 0 and end <= ENTROPY_HEADING * start
         view.memo["entropy"] = (bool(on and lost_half) or bool(fell), on, bool(fell), start, end)
@@ -98,7 +98,7 @@ class EntropyCollapse(Detector):
                     f"{(end - start) / start:+.0%}" if start > 0 else f"entropy/mean ends at {end:.3f} nats"]
         if on and collapsed:
             evidence.append(f"below the floor {floor} nats for more than {rules.entropy_steps} steps in a row from "
-                            f"step {on[0] - rules.entropy_steps} (grposcope's entropy_collapse rule)")
+                            f"step {on[0] - rules.entropy_steps} (the floor of grposcope's entropy_collapse alarm)")
         if arrival is not None:
             evidence.append(f"over the last half it falls {late.slope:+.2e} nats per step ({p_text(late.p)}): at that "
                             f"rate it reaches the floor {floor} at step ~{arrival:.0f}")
