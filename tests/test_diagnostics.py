@@ -111,10 +111,11 @@ def test_stagnation_needs_acr_strictly_above_threshold():
 def test_entropy_alarm_needs_more_than_50_steps(caplog):
     mon = CollapseMonitor()
     mixed = torch.tensor([[1.0, 0.0]])
-    mon.update(mixed, entropy=0.6)  # above the floor first: a collapse is a fall
+    for _ in range(50):
+        mon.update(mixed, entropy=0.6)  # above the floor first: a collapse is a fall
     with caplog.at_level(logging.WARNING, logger="grposcope"):
         flags = [mon.update(mixed, entropy=0.4)["alarm/entropy_collapse"] for _ in range(52)]
-    assert flags[:50] == [0.0] * 50 and flags[50:] == [1.0, 1.0]  # fires on the 51st low step
+    assert flags[:50] == [0.0] * 50 and flags[50:] == [1.0, 1.0]  # fires on the 51st low step (the reward flat)
     assert mon.update(mixed, entropy=0.6)["alarm/entropy_collapse"] == 0.0
     assert sum("entropy_collapse" in r.getMessage() for r in caplog.records) == 1
 
@@ -231,6 +232,13 @@ def test_a_held_out_gain_since_the_entropy_fell_decides_over_the_reward():
         stalled.update(_rows(m), entropy=e)
     stalled.evaluated(0.32)  # the reward climbs, the held-out score does not (+0.02): it decides
     assert stalled.update(_rows(1.0), entropy=0.1)["alarm/entropy_collapse"] == 1.0
+
+
+def test_an_early_fall_waits_for_two_windows_of_rewards_before_it_is_called_a_collapse():
+    mon = CollapseMonitor(entropy_steps=3)
+    flags = [mon.update(_rows(0.5), entropy=e)["alarm/entropy_collapse"] for e in (0.9,) + (0.1,) * 6]
+    assert flags == [0.0] * 5 + [1.0, 1.0]  # 4 > 3 low steps at step 5, two windows of rewards at step 6
+    assert mon.alarms.still_learning() is False
 
 
 def test_the_entropy_rules_history_survives_a_resume():

@@ -100,7 +100,7 @@ class Alarms:
             low = self._streak("entropy_collapse", self.entropy_was_above and entropy < r.entropy_floor)
             self.low_since = (step if low == 1 else self.low_since) if low else None
             # ... and a fall that the score still rises through is convergence, not a collapse
-            now["entropy_collapse"] = low > r.entropy_steps and not self.still_learning()
+            now["entropy_collapse"] = low > r.entropy_steps and self.still_learning() is False
         if kl is not None:
             now["kl_drift"] = kl > r.kl_bound
         if no_signal is not None:
@@ -112,14 +112,15 @@ class Alarms:
             self._announce(step, name, on)
         return now
 
-    def still_learning(self) -> bool:
+    def still_learning(self) -> bool | None:
         """Whether the run still improves while its entropy is below the floor, over the last window: a gain
         now, not since the run began (a run that learnt, then stalled with its entropy low, has collapsed).
         The held-out score decides when it was measured since the entropy fell below the floor and also at
         least `entropy_steps` steps before that measurement: the latest score at least `entropy_gain` above the
         latest one that old. Otherwise the reward: its mean over the last `entropy_steps` steps at least
-        `entropy_gain` above its mean over the `entropy_steps` before them. Neither known: False (the rule as
-        before)."""
+        `entropy_gain` above its mean over the `entropy_steps` before them; None (too early to tell: the alarm
+        waits) while fewer than two windows of rewards are known. No reward at all: False (the rule as
+        before, for a log without one)."""
         gain, w = self.rules.entropy_gain, self.rules.entropy_steps
         if self.held_out and self.low_since is not None and self.held_out[-1][0] >= self.low_since:
             latest_step, latest = self.held_out[-1]
@@ -128,7 +129,7 @@ class Alarms:
                 return latest - earlier[-1] >= gain
         if len(self.rewards) >= 2 * w:
             return math.fsum(self.rewards[-w:]) / w - math.fsum(self.rewards[-2 * w:-w]) / w >= gain
-        return False
+        return None if self.rewards else False
 
     def _announce(self, step: int, name: str, on: bool) -> None:
         """One line when the alarm fires, none while it stays on or flickers, one once it has been off for
