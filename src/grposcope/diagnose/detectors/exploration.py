@@ -94,6 +94,15 @@ class EntropyCollapse(Detector):
             return []
         onset = on[0] if on and collapsed else int(x[np.argmax(h <= ENTROPY_FALL * start)]) if fell else None
         learning, reward_line = _still_learning(view, onset if onset is not None else x[len(x) // 2])
+        if on and not learning and not alarm_steps(view, "entropy_collapse"):
+            # the floor rule held, yet the live alarm (which asks the same question window by window) never
+            # fired: the score rose over each window it checked, or the run was too short to tell. One rule for
+            # the alarm and the finding: no warning that the run's own alarm did not raise
+            learning = True
+            reward_line = (f"{reward_line}; " if reward_line else "") + (
+                "grposcope's entropy_collapse alarm, replayed on this log, never fired: over each window it checked "
+                f"the held-out score (else the reward) rose by {rules.entropy_gain} or more, or too few steps were "
+                "logged to tell")
         evidence = [f"entropy/mean fell from {start:.3f} nats (median of the first tenth) to {end:.3f} (last tenth), "
                     f"{(end - start) / start:+.0%}" if start > 0 else f"entropy/mean ends at {end:.3f} nats"]
         if on and collapsed:
