@@ -94,11 +94,10 @@ class EntropyCollapse(Detector):
             return []
         onset = on[0] if on and collapsed else int(x[np.argmax(h <= ENTROPY_FALL * start)]) if fell else None
         learning, reward_line = _still_learning(view, onset if onset is not None else x[len(x) // 2])
-        if on and not learning and not alarm_steps(view, "entropy_collapse"):
-            # the floor rule held, yet the live alarm (which asks the same question window by window) never
-            # fired: the score rose over each window it checked, or the run was too short to tell. One rule for
-            # the alarm and the finding: no warning that the run's own alarm did not raise
-            learning = True
+        # the floor rule held, yet the live alarm (which asks whether the score still rises, window by window)
+        # never fired: one rule for the alarm and the finding, so no warning that the run's own alarm did not raise
+        alarm_quiet = bool(on) and not learning and not alarm_steps(view, "entropy_collapse")
+        if alarm_quiet:
             reward_line = (f"{reward_line}; " if reward_line else "") + (
                 "grposcope's entropy_collapse alarm, replayed on this log, never fired: over each window it checked "
                 f"the held-out score (else the reward) rose by {rules.entropy_gain} or more, or too few steps were "
@@ -114,6 +113,11 @@ class EntropyCollapse(Detector):
         if reward_line:
             evidence.append(reward_line)
         deep = start > 0 and end <= ENTROPY_CRITICAL * start  # an order of magnitude down: nearly deterministic
+        if alarm_quiet and not deep:
+            return [self.finding("info", onset or x[-1], "entropy fell below the floor, but the run's entropy alarm "
+                                 "never fired: the score rose over each window it checked", evidence, start=start,
+                                 end=end)]
+        learning = learning or alarm_quiet
         if learning and not (collapsed and deep):
             return [self.finding("info", onset or x[-1], "entropy falls while the reward still climbs (convergence, "
                                  "not yet a collapse)", evidence, start=start, end=end)]
