@@ -180,6 +180,28 @@ def test_the_state_survives_a_checkpoint(threshold, caplog):
         LiveDiagnosis("run").load_state_dict({"steps": [1, 2], "series": {"x": [1.0]}, "reported": {}})
 
 
+def test_the_score_before_training_reaches_the_live_run_and_its_state():
+    # without it the entropy alarm's replay saw no held-out gain by step 10 and the live finding warned "the
+    # reward stopped improving" on the quickstart's seed-0 run, whose score rose 0.333 -> 0.604 by step 10
+    live = LiveDiagnosis("run", every=100)
+    live.eval_before = 0.333
+    for step in range(1, 21):
+        live.add(step, {"entropy/mean": 0.9 if step < 6 else 0.1, "reward/mean": 0.5,
+                        **({"eval/accuracy": 0.604} if step == 10 else {})})
+    assert live.run().accuracy_points() == ([0, 10], [0.333, 0.604])
+    from grposcope.diagnose import diagnose
+
+    def entropy(run):
+        return [f.severity for f in diagnose(run).findings if f.detector == "entropy_collapse"]
+
+    assert entropy(live.run()) == ["info"]
+    again = LiveDiagnosis("run")
+    again.load_state_dict(json.loads(json.dumps(live.state_dict())))
+    assert again.eval_before == 0.333
+    live.eval_before = None  # as before: a warning
+    assert entropy(live.run()) == ["warning"]
+
+
 def test_a_replayed_log_counts_as_said_what_its_last_diagnosis_said(threshold, caplog):
     """A resumed run without the live state (TRL's log_history, an old checkpoint): the steps up to 7 are
     replayed; the diagnosis of step 6 had said the warning, so nothing is said again."""
@@ -318,6 +340,19 @@ def test_grposcopes_trainer_keeps_its_live_diagnosis_in_its_checkpoints(tmp_path
     assert [f["detector"] for f in resumed["findings"]] == [f["detector"] for f in first["findings"]]
     same = ("steps", "steps_without_signal", "samples_share", "tokens_share")
     assert resumed["cost"]["steps"] == 4 and [resumed["cost"][k] for k in same] == [first["cost"][k] for k in same]
+
+
+def test_grposcopes_trainer_gives_its_live_diagnosis_the_score_before_training(tmp_path, tiny_llama, tiny_tokenizer):
+    from grposcope import GRPOConfig, GRPOTrainer
+
+    data = [{"prompt": f"What is {a} + {b} ?", "answer": str(a + b)} for a, b in [(1, 2), (3, 4), (2, 2), (5, 1)]]
+    args = GRPOConfig(output_dir=str(tmp_path / "run"), num_generations=4, per_device_train_batch_size=4,
+                      max_completion_length=6, max_steps=1, logging_steps=1, seed=0, eval_size=1)
+    trainer = GRPOTrainer(model=tiny_llama, processing_class=tiny_tokenizer, args=args, train_dataset=data,
+                          reward_funcs=always_zero)
+    trainer.train()
+    assert trainer.live.eval_before == trainer._eval_before["eval/accuracy"] == 0.0
+    assert trainer.monitor.alarms.held_out[0] == (0, 0.0)  # the entropy alarm's "still learning" reads it too
 
 
 def test_the_callback_never_raises_at_the_end_of_training(tmp_path, caplog):

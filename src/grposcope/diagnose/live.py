@@ -55,6 +55,9 @@ class LiveDiagnosis:
         self.nonfinite: dict[str, list[int]] = {}  # name -> steps that logged NaN or +-inf (said once per name)
         self.reported: dict[str, str] = {}  # finding_key -> the severity last said
         self.added = 0
+        # the held-out score before training (a trainer's step-0 evaluation), as a log's summary gives it: the
+        # entropy alarm's replay reads a gain from it
+        self.eval_before: float | None = None
         self.last: Diagnosis | None = None  # the last diagnosis `check` made
         self.unwritable = False  # a mid-run findings.json could not be written (said once)
 
@@ -105,7 +108,7 @@ class LiveDiagnosis:
                     for name, where in self.nonfinite.items()]
         return Run(self.name, self.output_dir or Path("."), "live", list(self.steps),
                    {k: list(v) for k, v in self.series.items()}, config=_config(self.options),
-                   unknown=dict(self.unknown), problems=problems,
+                   unknown=dict(self.unknown), problems=problems, eval_before=self.eval_before,
                    nonfinite={k: list(v) for k, v in self.nonfinite.items()})
 
     def check(self, say: bool = True) -> list[Finding]:
@@ -171,7 +174,8 @@ class LiveDiagnosis:
         """What it has accumulated and what it has said: plain lists and dicts (a checkpoint's torch.save, or JSON)."""
         return {"steps": list(self.steps), "series": {k: list(v) for k, v in self.series.items()},
                 "ranks": dict(self.ranks), "unknown": dict(self.unknown), "reported": dict(self.reported),
-                "added": self.added, "nonfinite": {k: list(v) for k, v in self.nonfinite.items()}}
+                "added": self.added, "nonfinite": {k: list(v) for k, v in self.nonfinite.items()},
+                "eval_before": self.eval_before}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         steps = [int(s) for s in state["steps"]]
@@ -179,6 +183,8 @@ class LiveDiagnosis:
         if any(len(v) != len(steps) for v in series.values()):
             raise ValueError("a live diagnosis state whose series are not aligned with its steps")
         self.steps, self.series = steps, series
+        before = state.get("eval_before")  # older checkpoints: none
+        self.eval_before = None if before is None else float(before)
         self.ranks = {k: int(v) for k, v in state.get("ranks", {}).items()}
         self.unknown = {k: int(v) for k, v in state.get("unknown", {}).items()}
         self.nonfinite = {k: [int(s) for s in v] for k, v in state.get("nonfinite", {}).items()}

@@ -437,6 +437,8 @@ class GRPOTrainer:
         """Greedy pass@1 on the held-out split: `eval/accuracy` (and per level when examples carry one)."""
         self._last_eval, self._last_eval_step = evaluate(self, self.eval_examples), self.global_step
         self.monitor.evaluated(self._last_eval.get("eval/accuracy"))
+        if self.live is not None and self.global_step == 0:  # the rest reach it with their step's metrics
+            self.live.eval_before = self._last_eval.get("eval/accuracy")
         return self._last_eval
 
     def save_model(self, subdir: str = "model") -> str:

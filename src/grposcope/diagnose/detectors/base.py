@@ -73,7 +73,8 @@ def alarm_rules(view: "View", judge_gain: bool = True):
 
     window = alarm_window(len(view.run.steps))
     return AlarmRules(stagnation_steps=window, entropy_floor=view.options.entropy_floor, entropy_steps=window,
-                      kl_bound=view.options.kl_bound, **({} if judge_gain else {"entropy_gain": math.inf}))
+                      kl_bound=view.options.kl_bound,
+                      entropy_gain=AlarmRules.entropy_gain if judge_gain else math.inf)
 
 
 def alarm_steps(view: "View", name: str, judge_gain: bool = True) -> list[int]:
