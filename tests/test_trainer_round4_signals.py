@@ -68,6 +68,6 @@ def test_sigterm_to_a_real_run_says_where_the_last_checkpoint_is_and_how_to_resu
     assert child.returncode == 128 + number, err
     assert "Traceback" not in err
     lines = err.splitlines()
-    assert f"stopped by {name}" in lines
+    assert f"stopped by {name}" in lines, err[-3000:]  # the whole end of stderr: a failure shows what was printed
     resume = next(line for line in lines if line.startswith("the run's last checkpoint is "))
     assert resume.endswith(f"; continue it with: grposcope {' '.join(argv)} --resume")
