@@ -40,7 +40,6 @@ continues; each run's model folder is deleted after its diagnosis (0.5 GB each).
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import math
 import shutil
@@ -51,6 +50,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import no_signal_seeds
 from no_signal_seeds import _read, interval
 
 SEEDS = tuple(range(200, 210))
@@ -234,18 +234,9 @@ def _unzipped(folder: Path) -> Path:
 
 
 def archive(args: argparse.Namespace) -> None:
-    root, out = Path(args.root), Path(args.out)
-    for folder in sorted(p for p in root.iterdir() if p.is_dir() and (p / "summary.json").is_file()):
-        target = out / folder.name
-        target.mkdir(parents=True, exist_ok=True)
-        for name in ("summary.json", "metrics.jsonl"):
-            (target / f"{name}.gz").write_bytes(gzip.compress((folder / name).read_bytes(), mtime=0))
-        for suffix, kept in ((".log", "console.log"), (".findings.json", "findings.json"),
-                             (".diagnose.txt", "diagnose.txt")):
-            source = root / f"{folder.name}{suffix}"
-            if source.is_file():
-                (target / f"{kept}.gz").write_bytes(gzip.compress(source.read_bytes(), mtime=0))
-    print(f"archived {len(list(out.iterdir()))} runs in {out}")
+    """no_signal_seeds.archive, with the run's diagnosis kept beside its console log."""
+    no_signal_seeds.archive(args, beside=((".log", "console.log"), (".findings.json", "findings.json"),
+                                          (".diagnose.txt", "diagnose.txt")))
 
 
 def main() -> None:

@@ -171,16 +171,19 @@ def report(args: argparse.Namespace) -> None:
         Path(args.out).write_text(json.dumps(runs, indent=1) + "\n")
 
 
-def archive(args: argparse.Namespace) -> None:
+def archive(args: argparse.Namespace, beside: tuple[tuple[str, str], ...] = ((".log", "console.log"),)) -> None:
+    """Each finished run's summary.json and metrics.jsonl, gzipped, and the files kept beside its folder
+    (`beside`: (suffix after the run's name, name in the archive)), e.g. its console log."""
     root, out = Path(args.root), Path(args.out)
     for folder in sorted(p for p in root.iterdir() if p.is_dir() and (p / "summary.json").is_file()):
         target = out / folder.name
         target.mkdir(parents=True, exist_ok=True)
         for name in ("summary.json", "metrics.jsonl"):
             (target / f"{name}.gz").write_bytes(gzip.compress((folder / name).read_bytes(), mtime=0))
-        log = root / f"{folder.name}.log"
-        if log.is_file():
-            (target / "console.log.gz").write_bytes(gzip.compress(log.read_bytes(), mtime=0))
+        for suffix, kept in beside:
+            source = root / f"{folder.name}{suffix}"
+            if source.is_file():
+                (target / f"{kept}.gz").write_bytes(gzip.compress(source.read_bytes(), mtime=0))
     print(f"archived {len(list(out.iterdir()))} runs in {out}")
 
 
