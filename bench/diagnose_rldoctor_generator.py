@@ -155,7 +155,8 @@ def run_tool(command: list[str], out_json: Path, rldoctor: bool) -> list[tuple[s
     if done.returncode not in (0, 1) or not out_json.exists():
         return f"ERROR rc {done.returncode}: {' '.join((done.stderr or done.stdout).strip().splitlines()[-1:])}"
     findings = json.loads(out_json.read_text())
-    findings = findings["findings"] if rldoctor else findings
+    # rldoctor: {"findings": [...]}; grposcope: its one JSON shape, {"schema": ..., "runs": [{"findings": [...]}]}
+    findings = findings["findings"] if rldoctor else [f for run in findings["runs"] for f in run["findings"]]
     return [(f["detector"], f["severity"].lower()) for f in findings]
 
 

@@ -43,7 +43,7 @@ class AlarmRules:
     kl_bound: float = 0.5
     no_signal_steps: int = 5
     # a rise this large while the entropy is below the floor means the run still learns: no collapse (the
-    # held-out score's since the entropy fell below the floor, else the mean reward's over the last window)
+    # held-out score's over the last window, else the mean reward's; Alarms.still_learning)
     entropy_gain: float = 0.05
     # steps an announced alarm must stay off before its "cleared" line (None: the longest of the windows
     # above). An alarm's state may flicker (no_signal goes off at the first step with signal and on again 5
@@ -163,7 +163,8 @@ class Alarms:
         self.active.update({name: bool(on) for name, on in state["active"].items()})  # older: no no_signal
         self.fired = [(int(step), str(name)) for step, name in state["fired"]]
         self.entropy_was_above = bool(state.get("entropy_was_above", True))  # older checkpoints: as before
-        # older checkpoints: no history, so the entropy rule reads no gain until it has a window of rewards again
+        # older checkpoints: no history, so the entropy rule waits (too early to tell) until it holds two windows
+        # of rewards again
         self.low_since = None if state.get("low_since") is None else int(state["low_since"])
         self.rewards = [float(v) for v in state.get("rewards", [])]
         self.held_out = [(int(s), float(v)) for s, v in state.get("held_out", [])]
