@@ -38,9 +38,17 @@ CORPUS = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "real_runs
 SPLIT = CORPUS / "SPLIT.json"
 NOT_LOGS = {"CALLOUT.md", "SOURCE.md"}
 DETECTORS = ("advantage_collapse", "no_signal_steps", "entropy_collapse", "kl_drift", "length_growth", "truncation",
-             "clip_saturation", "gradient_pathology", "reward_hacking", "reward_composition", "plateau")
-# rldoctor's detector -> the grposcope detectors it stands for
-RLDOCTOR = {"length_pathology": ("length_growth", "truncation")}
+             "clip_saturation", "gradient_pathology", "reward_hacking", "reward_composition", "plateau",
+             # round 3's callouts name these too (issue 65's failures); the earlier rounds' callouts do not
+             "no_learning", "pinned_reward", "loss_explosion", "held_out_regression", "negative_kl", "clip_near_one",
+             "length_collapse")
+# rldoctor's detector -> the grposcope detectors it stands for, read generously: its plateau says "training reward is
+# flat" (no_learning), its length_pathology covers length in both directions and the cap, its gradient_pathology
+# the loss's explosions (it reads no loss), its reward_hacking a held-out fall
+RLDOCTOR = {"length_pathology": ("length_growth", "truncation", "length_collapse"),
+            "plateau": ("plateau", "no_learning"),
+            "gradient_pathology": ("gradient_pathology", "loss_explosion"),
+            "reward_hacking": ("reward_hacking", "held_out_regression")}
 CALL = re.compile(r"^\s*-\s*`?(\w+)`?\s*:\s*\**(fire|warn|quiet|cannot tell)", re.I)
 
 
@@ -85,9 +93,8 @@ class Outcome:
             fired = {g for f in fired for g in RLDOCTOR.get(f, (f,))}
         fire = [d for d, c in calls.items() if c == "fire" and not (rldoctor and d == "no_signal_steps")]
         quiet = [d for d, c in calls.items() if c == "quiet"]
-        if rldoctor:  # one rldoctor detector for two of grposcope's: a false alarm only if neither is expected
-            quiet = [d for d in quiet if not (d in ("length_growth", "truncation") and
-                                              {"length_growth", "truncation"} & set(fire))]
+        if rldoctor:  # one rldoctor detector for several of grposcope's: a false alarm only if none is expected
+            quiet = [d for d in quiet if not any(d in group and set(group) & set(fire) for group in RLDOCTOR.values())]
         return ([d for d in fire if d in fired], [d for d in fire if d not in fired],
                 [d for d in quiet if d in fired])
 
@@ -197,8 +204,9 @@ def table(which: str, rldoctor: str | None) -> None:
     for tool, (found, missed, false, unreadable) in totals.items():
         if tool == "rldoctor" and not rldoctor:
             continue
+        named = f" ({found / (found + missed):.0%} of the fire/warn callouts named)" if found + missed else ""
         print(f"{tool}: {found} found, {missed} missed, {false} false alarm(s), {unreadable} unreadable of "
-              f"{len(chosen)} runs")
+              f"{len(chosen)} runs{named}")
 
 
 def main() -> None:

@@ -76,8 +76,9 @@ ALARM = ("warning", "critical")
 DUMP = """
 import json, sys
 from rl_doctor.simulate import EXPECTED_DETECTIONS, SCENARIOS, simulate
-seed, steps = int(sys.argv[1]), int(sys.argv[2])
-json.dump({s: {"records": simulate(s, n_steps=steps, seed=seed)[0], "expects": EXPECTED_DETECTIONS[s]}
+seed, steps, every = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+json.dump({s: {"records": simulate(s, n_steps=steps, seed=seed, eval_every=every)[0],
+               "expects": EXPECTED_DETECTIONS[s]}
            for s in SCENARIOS}, sys.stdout)
 """
 
@@ -174,22 +175,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rldoctor-venv", type=Path, required=True, help="a venv with rldoctor[tensorboard]==0.2.0")
     parser.add_argument("--grposcope", default=str(Path(sys.executable).parent / "grposcope"))
-    parser.add_argument("--settings", default="11:400,23:400,37:400,11:200,11:800", help="seed:steps,...")
+    parser.add_argument("--settings", default="11:400,23:400,37:400,11:200,11:800",
+                        help="seed:steps[:eval_every],... (rldoctor's eval_every defaults to 25)")
     parser.add_argument("--out", type=Path, default=Path("/tmp/rldoctor-generator"))
     args = parser.parse_args()
 
     jobs = []  # (setting, scenario, format, tool, command, json path, expected detector)
     for setting in args.settings.split(","):
-        seed, steps = setting.split(":")
-        dump = subprocess.run([str(args.rldoctor_venv / "bin" / "python"), "-c", DUMP, seed, steps],
+        seed, steps, every = (setting.split(":") + ["25"])[:3]
+        dump = subprocess.run([str(args.rldoctor_venv / "bin" / "python"), "-c", DUMP, seed, steps, every],
                               check=True, capture_output=True, text=True)
         for scenario, gen in json.loads(dump.stdout).items():
-            base = args.out / f"seed{seed}-{steps}steps" / scenario
+            base = args.out / f"seed{seed}-{steps}steps-eval{every}" / scenario
             shutil.rmtree(base, ignore_errors=True)  # TensorBoard adds a new runs/<date> folder on each write
             paths = {"trainer_state": write_trainer_state(gen["records"], base / "trl"),
                      "tensorboard": write_tensorboard(gen["records"], base / "trl"),
                      "verl": write_verl(gen["records"], base / "verl", scenario)}
-            label = f"seed {seed}, {steps} steps"
+            label = f"seed {seed}, {steps} steps" + (f", eval every {every}" if every != "25" else "")
             for fmt, path in paths.items():
                 g_json, r_json = base / f"grposcope-{fmt}.json", base / f"rldoctor-{fmt}.json"
                 jobs.append((label, scenario, fmt, "grposcope",

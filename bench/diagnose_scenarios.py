@@ -25,12 +25,15 @@ from scenarios import FORMATS, SCENARIOS, make, write  # noqa: E402
 from grposcope.diagnose import DETECTORS, diagnose  # noqa: E402
 from grposcope.runs import load_run  # noqa: E402
 
-# The shared categories: rldoctor's nine detectors, grposcope's eleven mapped onto them (both length detectors are
-# rldoctor's length_pathology; no_signal_steps has no counterpart there and is left out of the comparison).
+# The shared categories: rldoctor's nine detectors, grposcope's mapped onto them (the three length detectors are
+# rldoctor's length_pathology, a held-out fall its reward_hacking, a flat reward its plateau ("training reward is
+# flat"), the loss's explosions its gradient_pathology; no_signal_steps, pinned_reward, negative_kl and
+# clip_near_one have no counterpart there and are left out of the comparison).
 SHARED = {"advantage_collapse": ["advantage_collapse"], "entropy_collapse": ["entropy_collapse"],
-          "kl_drift": ["kl_drift"], "length_pathology": ["length_growth", "truncation"],
-          "clip_saturation": ["clip_saturation"], "gradient_pathology": ["gradient_pathology"],
-          "reward_hacking": ["reward_hacking"], "reward_composition": ["reward_composition"], "plateau": ["plateau"]}
+          "kl_drift": ["kl_drift"], "length_pathology": ["length_growth", "truncation", "length_collapse"],
+          "clip_saturation": ["clip_saturation"], "gradient_pathology": ["gradient_pathology", "loss_explosion"],
+          "reward_hacking": ["reward_hacking", "held_out_regression"], "reward_composition": ["reward_composition"],
+          "plateau": ["plateau", "no_learning"]}
 
 
 def shared(cells: dict[str, str]) -> dict[str, str]:

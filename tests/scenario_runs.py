@@ -38,7 +38,9 @@ EVAL_EVERY = 10
 EVAL_N = 256  # held-out prompts scored per evaluation
 DATASET = 7473  # prompts in the training set (GSM8K's train split): the epoch in the logs
 DETECTORS = ("advantage_collapse", "no_signal_steps", "entropy_collapse", "kl_drift", "length_growth", "truncation",
-             "clip_saturation", "gradient_pathology", "reward_hacking", "reward_composition", "plateau")
+             "clip_saturation", "gradient_pathology", "reward_hacking", "reward_composition", "plateau",
+             "no_learning", "pinned_reward", "loss_explosion", "held_out_regression", "negative_kl", "clip_near_one",
+             "length_collapse")
 FORMATS = ("trainer_state", "tensorboard", "verl", "wandb-export", "csv", "jsonl", "wandb-jsonl")
 
 
@@ -384,9 +386,9 @@ def gradient_nonfinite(rng, n):
     return _spiky(rng, n, nonfinite=True)
 
 
-@scenario("reward_hacking", ("reward_hacking",),
+@scenario("reward_hacking", ("reward_hacking", "held_out_regression"),
           "Train reward rises 0.30 -> 0.72 the whole run; the held-out score peaks at ~0.46 a third of the way in "
-          "and falls to ~0.25 by the end. Lengths stay flat.")
+          "and falls to ~0.25 by the end (a held-out fall, whatever the training reward does). Lengths stay flat.")
 def reward_hacking(rng, n):
     return _run(rng, n, Shape(reward=lambda x: rise(x, 0.30, 0.72, 1.2),
                               eval=lambda x: peak_then_fall(x, 0.30, 0.46, 0.25, 0.35)))

@@ -90,12 +90,46 @@ def collapse_series(view: "View") -> Collapse | None:
     return found
 
 
+# a 0/1 reward's standard deviation at mean p is sqrt(p (1 - p)), times sqrt(n / (n - 1)) for a sample std of n
+# rewards (sqrt(2) at most, TRL's mean of groups' stds with G = 2): above BINARY_STD_SLACK times sqrt(p (1 - p)) on
+# BINARY_STD_SHARE of the steps, the rewards are not 0/1
+BINARY_STD_SLACK, BINARY_STD_SHARE, BINARY_STD_TOL = 1.5, 0.25, 1e-3
+CONSTANT_STD_LEAST = 8  # a std identical on this many steps while the mean moves is no per-step std of 0/1 rewards
+
+
+def not_binary(view: "View") -> str:
+    """What in the log contradicts a 0/1 reward ('' when nothing does): the estimate of the collapsed share from
+    the mean reward assumes one, and is not made where the log says otherwise."""
+    if "not_binary" in view.memo:
+        return view.memo["not_binary"]
+    said = ""
+    _, low, high = view.aligned(c.REWARD_MIN, c.REWARD_MAX)
+    odd = ~np.isin(low, (0.0, 1.0)) | ~np.isin(high, (0.0, 1.0))
+    _, p, std = view.aligned(c.REWARD, c.REWARD_STD)
+    if len(low) and odd.mean() >= BINARY_STD_SHARE:
+        said = (f"the log's reward min / max are neither 0 nor 1 on {int(odd.sum())} of {len(low)} steps (e.g. "
+                f"{low[odd][0]:.3g} / {high[odd][0]:.3g})")
+    elif len(std) >= LEAST and p.min() >= 0 and p.max() <= 1:
+        bound = BINARY_STD_SLACK * np.sqrt(p * (1 - p)) + BINARY_STD_TOL
+        above = std > bound
+        if above.mean() >= BINARY_STD_SHARE:
+            i = int(np.argmax(above))
+            most = float(np.sqrt(p[i] * (1 - p[i])))
+            said = (f"the log's reward std is above what a 0/1 reward allows on {int(above.sum())} of {len(std)} "
+                    f"steps (std {std[i]:.3g} at mean {p[i]:.3g}; a 0/1 reward's is at most {most:.3g})")
+        elif len(std) >= CONSTANT_STD_LEAST and np.ptp(std) == 0 and np.ptp(p) > 0:
+            said = (f"the log's reward std is {std[0]:.4g} on every one of {len(std)} steps while the mean moves "
+                    f"({p.min():.3g} to {p.max():.3g}): a 0/1 reward's std moves with its mean")
+    view.memo["not_binary"] = said
+    return said
+
+
 def _inferred(view: "View") -> Collapse | None:
     steps = view.steps
     share = np.full(len(steps), np.nan)
     said = []
     x, p = view[c.REWARD]
-    if len(p) >= LEAST and p.min() >= 0 and p.max() <= 1:
+    if len(p) >= LEAST and p.min() >= 0 and p.max() <= 1 and not not_binary(view):
         g, how = group_size(view)
         share[np.isin(steps, x)] = p**g + (1 - p) ** g
         said.append(f"estimated from the mean reward as p^G + (1-p)^G, a lower bound for a 0/1 reward (G = {g}: "

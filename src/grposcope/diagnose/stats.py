@@ -182,6 +182,14 @@ def rolling_median(y: np.ndarray, window: int) -> np.ndarray:
     return out
 
 
+def smooth(y: np.ndarray, k: int = 3) -> np.ndarray:
+    """The running median of `k` consecutive values ending at each one (fewer at the start), vectorised."""
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    padded = np.concatenate([np.full(k - 1, np.nan), np.asarray(y, dtype=float)])
+    return np.nanmedian(sliding_window_view(padded, k), axis=1)
+
+
 def hinge(x: np.ndarray, y: np.ndarray) -> tuple[int, float, float, float] | None:
     """The least-squares fit y = a + s * min(x, x_b) over every breakpoint b (a rise, then flat): (b's index, the
     fitted start a + s * x_0, the fitted top a + s * x_b, the robust SD of the residuals). None below 6 points.

@@ -7,7 +7,7 @@ import numpy as np
 from ...runs import catalogue as c
 from .. import stats
 from ..findings import ACR_PAPER, DAPO, REINFORCE_ADA, SEVERITIES, Fix, rank
-from ..signals import collapse_series, group_size, no_signal_mask, rewards_alike, signal_known
+from ..signals import collapse_series, group_size, no_signal_mask, not_binary, rewards_alike, signal_known
 from .base import Detector, alarm_rules, alarm_steps, register, spans
 
 # advantage_collapse: the median collapsed share over the last quarter of the run. At a share f a run generates
@@ -54,7 +54,7 @@ def _split(view, recent_steps: np.ndarray) -> tuple[float, float, str]:
             how += " (a reward neither 0 nor 1: whether it is a success is the reward's scale to say)"
         return w / len(common), r / len(common), how
     x, p = view[c.REWARD]
-    if len(p) and p.min() >= 0 and p.max() <= 1:
+    if len(p) and p.min() >= 0 and p.max() <= 1 and not not_binary(view):
         p_recent = float(np.median(p[np.isin(x, recent_steps)])) if np.isin(x, recent_steps).any() else float(p[-1])
         g, _ = group_size(view)
         a, b = (1 - p_recent) ** g, p_recent**g
@@ -76,6 +76,10 @@ class AdvantageCollapse(Detector):
     def missing(self, view):
         if collapse_series(view) is not None:
             return ""
+        contradicted = not_binary(view)
+        if contradicted and view.has(c.REWARD, 4):
+            return ("needs collapse/acr (frac_reward_zero_std) or reward stds / skipped flags on 4 or more steps; "
+                    f"no estimate from the mean reward: {contradicted}")
         return super().missing(view) or ("needs collapse/acr (frac_reward_zero_std), or a mean reward in [0, 1] "
                                           "on 4 or more steps, or reward stds / skipped flags on 4 or more steps")
 

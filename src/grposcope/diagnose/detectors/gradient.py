@@ -100,3 +100,105 @@ class GradientPathology(Detector):
         return [self.finding("warning", x[np.argmax(g <= VANISHED * start)], "the gradient norm has vanished", [
             f"grad_norm fell from {start:.3g} (median of the first tenth) to {end:.3g} (last tenth): "
             f"{end / start:.1e} of where it started; the updates no longer move the policy"], ratio=end / start)]
+
+
+# loss_explosion: a loss at least EXPLODE_RATIO times the typical size of the loss before it (the 90th percentile of
+# |loss| over the EXPLODE_WINDOW logged points before, EXPLODE_LEAST at least: a policy-gradient loss swings around
+# 0, so its median is no scale) and at least EXPLODE_FLOOR in size (a policy-gradient loss is a mean of ratio x
+# advantage terms, the ratio clipped near 1 and the advantages of order 1: a GRPO loss of 1e-4 that moves to 0.03
+# is 300x and nothing); EXPLODE_CRITICAL times, or RECURRING such steps: critical. A loss of exactly 0 on
+# ZERO_LOSS_SHARE of the logged points (ZERO_LOSS_INFO: info) where the log does not round it
+EXPLODE_RATIO, EXPLODE_CRITICAL, EXPLODE_FLOOR = 100.0, 1e4, 1.0
+EXPLODE_WINDOW, EXPLODE_LEAST = 25, 5
+ZERO_LOSS_SHARE, ZERO_LOSS_INFO = 0.5, 0.2
+ROUNDED_DIGITS = 4  # transformers' Trainer logs the loss rounded to 4 decimals
+
+
+def loss_rounded(view) -> bool:
+    """Whether the log rounds the loss (so an exact 0 is a small loss, not none): transformers' Trainer (TRL)
+    rounds it to 4 decimals; any log whose non-zero losses all have at most 4 decimals does too."""
+    _, y = view[c.LOSS]
+    nonzero = y[y != 0]
+    if view.run.source == "trl":
+        return True
+    return len(nonzero) >= 4 and bool(np.all(np.abs(np.round(nonzero, ROUNDED_DIGITS) - nonzero) < 1e-12))
+
+
+@register
+class LossExplosion(Detector):
+    name = "loss_explosion"
+    summary = "the loss jumps by orders of magnitude (or is not finite), or sits at exactly 0"
+    needs = ((c.LOSS,),)
+    fix = Fix(
+        grposcope="max_grad_norm lower; learning_rate lower; read the completions of the exploding step (a huge "
+        "loss is a huge ratio or advantage: a reward far off its scale, a log-prob of -inf); a loss of exactly 0: "
+        "no group mixed (see advantage_collapse) or the loss is masked out",
+        trl="max_grad_norm lower; learning_rate lower; scale_rewards and reward functions on one scale; "
+        "log_completions=True to read the exploding step",
+        verl="actor_rollout_ref.actor.grad_clip lower; actor_rollout_ref.actor.optim.lr down; "
+        "actor_rollout_ref.actor.clip_ratio_c (dual clip) for negative advantages",
+    )
+    refs = (EXPLODING_GRADIENTS,)
+
+    def detect(self, view):
+        x, y = view[c.LOSS]
+        findings = []
+        if not view.has(c.GRAD_NORM):  # with a gradient norm, gradient_pathology names non-finite losses
+            bad = sorted(set(view.run.nonfinite.get(c.LOSS, [])) | {int(s) for s, v in zip(x, y) if math.isinf(v)})
+            if bad:
+                findings.append(self.finding("critical", bad[0], "non-finite losses", [
+                    f"{len(bad)} logged step(s) have a NaN or infinite loss: steps {spans(bad)}",
+                    "no gradient norm was logged to tell whether the update was skipped"], steps=len(bad)))
+        findings += self._explosions(x, y)
+        findings += self._zeros(view, x, y)
+        return findings
+
+    def _explosions(self, x: np.ndarray, y: np.ndarray) -> list:
+        size = np.abs(y)
+        if len(size) <= EXPLODE_LEAST:
+            return []
+        from numpy.lib.stride_tricks import sliding_window_view
+
+        padded = np.concatenate([np.full(EXPLODE_WINDOW, np.nan), size[:-1]])  # the values before each one
+        windows = sliding_window_view(padded, EXPLODE_WINDOW)  # (n, window)
+        enough = np.isfinite(windows).sum(axis=1) >= EXPLODE_LEAST
+        base = np.full(len(size), np.nan)
+        if enough.any():
+            base[enough] = np.nanpercentile(windows[enough], 90, axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ratio = np.where(base > 0, size / np.where(base > 0, base, 1.0), np.nan)
+        hit = (np.nan_to_num(ratio) >= EXPLODE_RATIO) & (size >= EXPLODE_FLOOR)
+        if not hit.any():
+            return []
+        largest = int(np.nanargmax(np.where(hit, ratio, np.nan)))
+        n = int(hit.sum())
+        severity = "critical" if ratio[largest] >= EXPLODE_CRITICAL or n >= RECURRING else "warning"
+        evidence = [f"{c.LOSS} at step {int(x[largest])} is {y[largest]:.3g}: {ratio[largest]:.3g}x the typical size "
+                    f"of the loss before it ({base[largest]:.3g}, the 90th percentile of |loss| over the "
+                    f"{EXPLODE_WINDOW} logged points before)",
+                    f"{n} logged step(s) at {EXPLODE_RATIO:g}x or more: steps {spans(x[hit])}"]
+        after = size[largest + 1:largest + 6]
+        if len(after):
+            back = bool(np.all(after < EXPLODE_RATIO * base[largest] / 10))
+            evidence.append("the steps after it are back at the usual size: one step's update was huge"
+                            if back else "the loss stays large after it")
+        return [self.finding(severity, x[hit][0], f"the loss jumps {ratio[largest]:.0e}x above its usual size",
+                             evidence, largest=float(ratio[largest]), steps=n)]
+
+    def _zeros(self, view, x: np.ndarray, y: np.ndarray) -> list:
+        zero = y == 0
+        share = float(zero.mean()) if len(y) else 0.0
+        if share < ZERO_LOSS_INFO or loss_rounded(view):
+            return []
+        evidence = [f"{c.LOSS} is exactly 0 on {int(zero.sum())} of {len(y)} logged points ({share:.0%}): steps "
+                    f"{spans(x[zero])}"]
+        if zero.all():  # nothing tells a loss never computed from one rounded to 0 (transformers: 4 decimals)
+            evidence.append("every logged value is 0, so whether the log rounds the loss cannot be told: a GRPO loss "
+                            "is near 0 by construction (its advantages sum to 0 in each group); the gradient norm, "
+                            "where logged, says whether anything was learnt (no_signal_steps)")
+            return [self.finding("info", x[0], "the loss is 0 on every logged step", evidence, share=share)]
+        severity = "warning" if share >= ZERO_LOSS_SHARE else "info"
+        evidence.append("an unrounded policy loss of exactly 0 means no gradient from it: every group's advantage was "
+                        "0 (no group mixed), or every token was masked out of the loss")
+        return [self.finding(severity, x[zero][0], f"the loss is exactly 0 on {share:.0%} of the logged steps",
+                             evidence, share=share)]

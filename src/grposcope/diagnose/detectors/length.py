@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from ...runs import catalogue as c
@@ -26,12 +28,32 @@ SHORTER = Fix(
 )
 
 
-def _score_trend(view) -> tuple[str, stats.Trend | None]:
-    """The held-out score's trend over the run ('' and None without one)."""
-    if not view.has(c.EVAL, 4):
-        return "", None
+EVAL_TESTED = 6  # evaluations a held-out trend is tested from; with 3 to 5, the first and the last are compared
+
+
+class Score(NamedTuple):
+    name: str
+    gain: float  # over the run: the fitted line's (6 or more evaluations), else the last minus the first
+    rising: bool  # significant (p < 0.05) with 6 or more evaluations; else a gain of EVAL_GAIN or more
+    text: str  # the evidence line
+
+
+def held_out_score(view) -> Score | None:
+    """What the held-out score did over the run (None with fewer than 3 evaluations)."""
+    if not view.has(c.EVAL, 3):
+        return None
     x, y = view[c.EVAL]
-    return c.EVAL, stats.trend(x, y)
+    if len(y) >= EVAL_TESTED:
+        t = stats.trend(x, y)
+        gain = t.slope * float(x[-1] - x[0])
+        return Score(c.EVAL, gain, t.rising(EVAL_ALPHA),
+                     f"the held-out score ({c.EVAL}) over the same run: {y[0]:.3f} -> {y[-1]:.3f}, slope "
+                     f"{t.slope:+.2e} per step ({p_text(t.p)}, {len(y)} evaluations)")
+    gain = float(y[-1] - y[0])
+    return Score(c.EVAL, gain, gain >= EVAL_GAIN,
+                 f"the held-out score ({c.EVAL}) at its {len(y)} evaluations: "
+                 + ", ".join(f"{v:.3f} (step {int(s)})" for s, v in zip(x, y))
+                 + f"; {gain:+.3f} from the first to the last (no trend is tested from under {EVAL_TESTED})")
 
 
 @register
@@ -52,17 +74,15 @@ class LengthGrowth(Detector):
             return []
         evidence = [f"mean completion length grew {growth:.1f}x: {start:.0f} tokens (median of the first tenth) to "
                     f"{end:.0f} (last tenth), Theil-Sen slope {t.slope:+.3g} tokens per step ({p_text(t.p)})"]
-        name, score = _score_trend(view)
+        score = held_out_score(view)
         first = int(x[np.argmax(length >= LENGTH_GROWTH * start)])
         _, cut = view[c.TRUNCATED]
         cut_recent = stats.level(stats.tail(cut)) if len(cut) else 0.0
         cut_line = (f"{cut_recent:.0%} of completions now hit the length cap (median over the last quarter): the "
                     "growth runs into the cap, where an answer is cut and scored wrong")
         if score is not None:
-            ex, ey = view[c.EVAL]
-            evidence.append(f"the held-out score ({name}) over the same run: {ey[0]:.3f} -> {ey[-1]:.3f}, slope "
-                            f"{score.slope:+.2e} per step ({p_text(score.p)}, {len(ey)} evaluations)")
-            held_out_gain = score.slope * float(ex[-1] - ex[0])
+            evidence.append(score.text)
+            held_out_gain = score.gain
             rx, ry = view[c.REWARD]
             reward_gain = stats.trend(rx, ry).slope * float(rx[-1] - rx[0]) if len(ry) >= 4 else 0.0
             # pays: the held-out score rises, by 3 points and by a share of the training reward's gain (a score
@@ -71,10 +91,10 @@ class LengthGrowth(Detector):
             if pays and cut_recent >= CUT_WARNING:  # grown into the cap: cut answers score wrong, whatever pays
                 pays = False
                 evidence.append(cut_line)
-            if not pays and score.rising(EVAL_ALPHA) and held_out_gain >= EVAL_GAIN:
+            if not pays and score.rising and held_out_gain >= EVAL_GAIN:
                 evidence.append(f"the held-out gain, {held_out_gain:+.3f}, is under {EVAL_SHARE:.0%} of the training "
                                 f"reward's, {reward_gain:+.3f}: the longer answers do not pay on held-out prompts")
-            if score.rising(EVAL_ALPHA) and pays:
+            if score.rising and pays:
                 return [self.finding("info", first, "completions grow longer with the held-out score (longer "
                                      "reasoning that pays, not padding)", evidence, growth=growth)]
         else:
@@ -146,3 +166,57 @@ class Truncation(Detector):
                  f"{mean:.0%} of completions were cut at the length cap at the one logged step")
         return [self.finding(severity, first, title, evidence,
                              mean=mean, recent=recent)]
+
+
+# length_collapse: the mean length falls (p < 0.01) to LENGTH_SHRINK of its start or less; LENGTH_SHRINK_CRITICAL
+# with the score not rising: critical
+LENGTH_SHRINK, LENGTH_SHRINK_CRITICAL = 0.5, 0.2
+
+
+@register
+class LengthCollapse(Detector):
+    name = "length_collapse"
+    summary = "completions shrink to a fraction of their length while the score does not rise with them"
+    needs = ((c.LENGTH,),)
+    least = 8
+    fix = Fix(
+        grposcope="read the short completions (completions.jsonl): an answer without reasoning, an early end of "
+        "sequence, a reward paid for the format alone; loss_type='dr_grpo' (per-sequence normalisation favours "
+        "short right answers); beta > 0 or a lower learning_rate",
+        trl="log_completions=True and read the short completions; loss_type='dr_grpo'; beta > 0; a lower "
+        "learning_rate",
+        verl="dump the rollouts (trainer.rollout_data_dir) and read the short ones; "
+        "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-sum-norm; actor_rollout_ref.actor.use_kl_loss=True",
+    )
+    refs = (DR_GRPO,)
+
+    def detect(self, view):
+        x, length = view[c.LENGTH]
+        start, end = stats.level(stats.head(length)), stats.level(stats.tail(length, 0.1))
+        t = stats.trend(x, length)
+        if not (start > 0 and end <= LENGTH_SHRINK * start and t.falling(TREND_ALPHA)):
+            return []
+        evidence = [f"mean completion length fell to {end / start:.0%} of its start: {start:.0f} tokens (median of "
+                    f"the first tenth) to {end:.0f} (last tenth), Theil-Sen slope {t.slope:+.3g} tokens per step "
+                    f"({p_text(t.p)})"]
+        first = int(x[np.argmax(length <= LENGTH_SHRINK * start)])
+        held = held_out_score(view)
+        rx, ry = view[c.REWARD]
+        reward = stats.trend(rx, ry) if len(ry) >= 4 else None
+        if held is not None:
+            evidence.append(held.text)
+        elif reward is not None:
+            evidence.append(f"{c.REWARD} over the run: {ry[0]:.3f} -> {ry[-1]:.3f}, slope {reward.slope:+.2e} per "
+                            f"step ({p_text(reward.p)}, {len(ry)} points)")
+        rising = held.rising if held is not None else reward is not None and reward.rising(TREND_ALPHA)
+        if rising:
+            return [self.finding("info", first, "completions get much shorter while the score rises (more "
+                                 "concise answers, not a collapse)", evidence, ratio=end / start)]
+        score = held if held is not None else reward
+        falling = (held.gain <= -EVAL_GAIN if held is not None else
+                   reward is not None and reward.falling(TREND_ALPHA))
+        severity = "critical" if end <= LENGTH_SHRINK_CRITICAL * start and (falling or score is None) else "warning"
+        if falling:
+            evidence.append("the score falls with the length: the policy is giving up on the reasoning")
+        return [self.finding(severity, first, f"completions collapsed to {end / start:.0%} of their length",
+                             evidence, ratio=end / start)]

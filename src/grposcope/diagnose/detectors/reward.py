@@ -19,14 +19,10 @@ HACK_CRITICAL_DROP = 0.15
 # ... or the two diverge: the training reward gained at least HACK_GAIN (between the medians of the run's first and
 # last tenth) while the held-out score gained at most HACK_TRANSFER of that (between its first and last quarter)
 HACK_GAIN, HACK_TRANSFER = 0.20, 0.15
-
-
-def _smooth(y: np.ndarray, k: int = 3) -> np.ndarray:
-    """The running median of `k` consecutive values (shorter at the start), in one vectorised call."""
-    from numpy.lib.stride_tricks import sliding_window_view
-
-    padded = np.concatenate([np.full(k - 1, np.nan), np.asarray(y, dtype=float)])
-    return np.nanmedian(sliding_window_view(padded, k), axis=1)
+# with fewer than HACK_SMOOTHED evaluations (real runs often evaluate 3 to 5 times) each evaluation is a figure of its
+# own: the fall is read from the best one and every one after it (at least HACK_FEW_AFTER, each below the best, the
+# last by HACK_DROP and HACK_DROP_SHARE), and the training reward must rise significantly over the steps after the best
+HACK_SMOOTHED, HACK_FEW_AFTER = 6, 2
 
 
 @register
@@ -34,6 +30,7 @@ class RewardHacking(Detector):
     name = "reward_hacking"
     summary = "the training reward rises while the held-out score falls: the verifier is being gamed"
     needs = ((c.REWARD,), (c.EVAL,))
+    least = 3  # three evaluations make a judgement from figures (_fell_few, _diverged); a trend needs HACK_SMOOTHED
     fix = Fix(
         grposcope="read the high-reward completions (completions.jsonl) and run grposcope audit-rewards to see what "
         "the verifier accepts; a stricter reward; beta > 0; keep the checkpoint from before the held-out peak",
@@ -46,9 +43,10 @@ class RewardHacking(Detector):
 
     def detect(self, view):
         ex, ey = view[c.EVAL]
-        if len(ey) < 4:
+        if len(ey) < 3:
             return []
-        return self._fell(view, ex, ey) or self._diverged(view, ex, ey)
+        fell = self._fell(view, ex, ey) if len(ey) >= HACK_SMOOTHED else self._fell_few(view, ex, ey)
+        return fell or self._diverged(view, ex, ey)
 
     def _diverged(self, view, ex, ey):
         """The training reward climbs and the held-out score does not follow: the gain does not transfer."""
@@ -71,9 +69,36 @@ class RewardHacking(Detector):
         return [self.finding(severity, first, "the training reward rises while the held-out score does not follow",
                              evidence, train_gain=gain, held_out_gain=moved)]
 
+    def _fell_few(self, view, ex, ey):
+        peak_i = int(np.argmax(ey))
+        peak, after = float(ey[peak_i]), ey[peak_i + 1:]
+        if len(after) < HACK_FEW_AFTER:
+            return []
+        last = float(ey[-1])
+        drop = peak - last
+        if drop < HACK_DROP or drop < HACK_DROP_SHARE * abs(peak) or not (after < peak).all():
+            return []
+        rx, ry = view[c.REWARD]
+        since = rx >= ex[peak_i]
+        t_all, t_after = stats.trend(rx, ry), stats.trend(rx[since], ry[since])
+        if not (t_all.rising(TREND_ALPHA) and t_after.rising(TREND_ALPHA)):
+            return []  # the training reward does not keep rising past the held-out best: not a gamed verifier
+        evidence = [f"held-out score ({c.EVAL}) at its {len(ey)} evaluations: "
+                    + ", ".join(f"{v:.3f} (step {int(s)})" for s, v in zip(ex, ey))
+                    + f"; best {peak:.3f}, last {last:.3f}: -{drop:.3f}",
+                    f"training reward after the best evaluation: slope {t_after.slope:+.2e} per step "
+                    f"({p_text(t_after.p)}), {stats.level(ry[since][:3]):.3f} -> "
+                    f"{stats.level(stats.tail(ry, 0.1)):.3f}",
+                    f"{len(ey)} evaluations: each is a figure of its own; no trend of the held-out score is tested "
+                    f"({HACK_SMOOTHED} or more are needed), the fall is every evaluation after the best being below it"]
+        first = int(ex[peak_i + 1])
+        return [self.finding("critical" if drop >= HACK_CRITICAL_DROP else "warning", first,
+                             "the training reward rises while the held-out score falls", evidence, peak=peak,
+                             last=last, peak_step=float(ex[peak_i]))]
+
     def _fell(self, view, ex, ey):
         k = max(3, len(ey) // 10)  # a tenth of the evaluations: with many, the max of short medians is noise
-        smooth = _smooth(ey, k)
+        smooth = stats.smooth(ey, k)
         peak_i = int(np.argmax(smooth))
         peak, last = float(smooth[peak_i]), float(np.median(stats.tail(ey, 0.25, least=2)))
         drop = peak - last
