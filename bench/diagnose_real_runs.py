@@ -109,7 +109,9 @@ def run_grposcope(run: Path) -> Outcome:
     except (ValueError, FileNotFoundError, OSError) as err:
         return Outcome(error=str(err).splitlines()[0][:160], read=str(path.relative_to(CORPUS)))
     out = Outcome(read=str(path.relative_to(CORPUS)))
-    for one in runs:
+    from grposcope.runs.record import parts
+
+    for one in [part for run in runs for part in parts(run)]:  # as the command line reads them (--segments long)
         for f in diagnose(one).findings:
             (out.fired if f.severity in ("warning", "critical") else out.info).add(f.detector)
     return out

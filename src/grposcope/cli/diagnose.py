@@ -52,8 +52,9 @@ def diagnose_command(
     engine: Optional[str] = typer.Option(None, "--engine", help="Read the keys as this engine's (openrlhf, "
                                          "nemo_rl, tinker_cookbook, ...; docs/diagnose.md lists them), when the "
                                          "log's keys do not name it."),
-    segments: str = typer.Option("last", "--segments", help="A log whose steps start again (a restart, runs "
-                                 "appended to one file): 'last' diagnoses the last run in it, 'each' every one."),
+    segments: str = typer.Option("long", "--segments", help="A log whose steps start again (a restart, runs "
+                                 "appended to one file): 'long' diagnoses the last run in it and every earlier one "
+                                 "of 20 or more logged steps, 'last' the last alone, 'each' every one."),
     only: Optional[str] = typer.Option(None, "--only", help="Comma-separated detectors to run (default: all)."),
     list_detectors: bool = typer.Option(False, "--list", help="List the detectors, what each reads and its fix."),
     verbose: bool = typer.Option(False, "--verbose", help="Say what each unchecked detector needs; list every "
@@ -127,8 +128,8 @@ def _check_reading(pattern: str | None, engine: str | None, segments: str) -> No
         from ..runs.engines import get
 
         get(engine)  # an unknown name fails with the known ones
-    if segments not in ("last", "each"):
-        raise ValueError(f"--segments must be last or each, got {segments!r}")
+    if segments not in ("long", "last", "each"):
+        raise ValueError(f"--segments must be long, last or each, got {segments!r}")
 
 
 def _options(entropy_floor: float, kl_bound: float, num_generations: int | None,
@@ -153,6 +154,7 @@ def _diagnosed(runs: list[Path], read: Any, options: Any, names: list[str] | Non
     from ..diagnose import diagnose
     from ..reports.sampler_evidence import add_sampler_evidence
     from ..runs import load_runs
+    from ..runs.record import parts
 
     unique = list({os.path.realpath(r): r for r in reversed(runs)}.values())[::-1]  # the first of each, in order
     if len(unique) < len(runs):
@@ -160,8 +162,7 @@ def _diagnosed(runs: list[Path], read: Any, options: Any, names: list[str] | Non
     paths, _ = readable(unique, lambda given: expand_runs(given, any_text=read.pattern is not None))
     named = dict(zip(paths, run_names(paths)))
     loaded, _ = readable(paths, lambda one: load_runs(one[0], named[one[0]], read))
-    if read.segments == "each":  # every run of a log with restarts, the earlier ones first
-        loaded = [part for run in loaded for part in (*run.earlier, run)]
+    loaded = [part for run in loaded for part in parts(run, read.segments)]  # the earlier runs of a log first
     diagnoses = [diagnose(run, options, names) for run in loaded]
     add_sampler_evidence(diagnoses)  # what only rollouts show: each sampler's yield on these prompts
     return diagnoses

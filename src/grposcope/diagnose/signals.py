@@ -28,34 +28,95 @@ LEAST = 4  # logged points an inferred collapse series needs (a logged one is re
 
 def no_signal_mask(view: "View") -> np.ndarray:
     """Per logged step (aligned with run.steps): True where the step had no signal: a gradient norm of exactly 0,
-    a skipped flag, every group at zero advantage after the sampler (acr_post = 1), or, where no gradient norm
-    was logged, a reward std of exactly 0 (every completion of the step scored alike)."""
+    a skipped flag, every group at zero advantage after the sampler (acr_post = 1), or, where neither a gradient
+    norm nor a KL was logged, a step whose reward gave no signal (`rewards_alike`)."""
     if "no_signal" not in view.memo:
         grad = view.array(c.GRAD_NORM)
         skipped = view.array(c.SKIPPED_NO_SIGNAL)
         post = view.array(c.ACR_POST)
-        std = view.array(c.REWARD_STD)
-        with np.errstate(invalid="ignore"):  # a zero std counts where no gradient norm says otherwise (a KL term)
-            view.memo["no_signal"] = ((grad == ZERO_GRAD) | (skipped >= 0.5) | (post >= 1.0)
-                                      | ((std == 0.0) & ~np.isfinite(grad)))
+        # a silent reward counts where neither a gradient norm nor a logged KL term says that something else moved
+        # the weights (a KL-only update: no_signal_steps names those apart)
+        silent = rewards_alike(view) & ~np.isfinite(grad) & ~np.isfinite(view.array(c.KL))
+        with np.errstate(invalid="ignore"):
+            view.memo["no_signal"] = (grad == ZERO_GRAD) | (skipped >= 0.5) | (post >= 1.0) | silent
     return view.memo["no_signal"]
 
 
+ROUNDED_DIGITS = 4  # transformers' Trainer logs the loss rounded to 4 decimals
+ROUNDED_FAR = 100  # a rounded loss whose non-zero values sit at this many last digits or more: its 0s are zeros
+ZERO_LOSS_LEAST = 1  # logged non-zero losses that make the exact zeros evidence (not a loss never computed)
+EXTREME_LEAST = 3  # steps whose mean sits exactly on the run's lowest (or highest) step mean that make it a floor
+
+
+def loss_rounded(view: "View") -> bool:
+    """Whether the log rounds the loss (so an exact 0 is a small loss, not none): transformers' Trainer (TRL)
+    rounds it to 4 decimals; so does any log whose non-zero losses (one or more) all have at most 4 decimals."""
+    if view.run.source == "trl":
+        return True
+    _, y = view[c.LOSS]
+    nonzero = y[y != 0]
+    # an unrounded float has 4 decimals or fewer by chance about once in 10^12: one such value is evidence enough
+    return len(nonzero) >= 1 and bool(np.all(np.abs(np.round(nonzero, ROUNDED_DIGITS) - nonzero) < 1e-12))
+
+
+def zero_loss(view: "View") -> np.ndarray:
+    """Per logged step: True where the policy loss is exactly 0 in a log that logs a non-zero loss on
+    ZERO_LOSS_LEAST other steps (a loss of 0 everywhere may be one never computed) and either does not round it or
+    rounds a loss that is otherwise ROUNDED_FAR last digits or more in size: the reward gave that step no gradient
+    (every advantage 0)."""
+    loss = view.array(c.LOSS)
+    finite = loss[np.isfinite(loss)]
+    nonzero = np.abs(finite[finite != 0])
+    # in a rounded log a 0 is a loss under half the last digit: evidence only where the loss otherwise sits far
+    # above that digit (a GRPO loss, near 0 by construction, rounds to 0 on most steps and says nothing)
+    far_above = len(nonzero) and float(np.median(nonzero)) >= ROUNDED_FAR * 10.0 ** -ROUNDED_DIGITS
+    if len(nonzero) < ZERO_LOSS_LEAST or (loss_rounded(view) and not far_above):
+        return np.zeros(len(loss), dtype=bool)
+    return loss == 0.0
+
+
+def _at_extreme(view: "View") -> np.ndarray:
+    """Per logged step: True where, with neither a reward std nor a collapse share logged, the step's mean reward
+    is exactly the run's lowest (or highest) step mean, a value EXTREME_LEAST or more steps share: a mean can equal
+    the floor only if every completion scored it."""
+    out = np.zeros(len(view.steps), dtype=bool)
+    if view.has(c.REWARD_STD) or view.has(c.ACR):
+        return out
+    reward = view.array(c.REWARD)
+    seen = reward[np.isfinite(reward)]
+    if len(seen) < LEAST or np.ptp(seen) == 0:
+        return out  # a constant reward: pinned_reward's, and no floor to tell apart
+    for value in (seen.min(), seen.max()):
+        if (seen == value).sum() >= EXTREME_LEAST:
+            out |= reward == value
+    return out
+
+
 def rewards_alike(view: "View") -> np.ndarray:
-    """Per logged step (aligned with run.steps): True where the rewards' std was exactly 0, every completion of
-    the step scored alike (no reward signal, whatever a KL term did to the gradient). Computed once per run."""
+    """Per logged step (aligned with run.steps): True where every completion of the step scored alike, so the
+    reward gave no signal (whatever a KL term did to the gradient): the rewards' std is exactly 0; the logged
+    share of collapsed groups is 1 (before any sampler: acr_post decides where logged); the policy loss is exactly
+    0 (`zero_loss`); or the step's mean is the run's floor or ceiling (`_at_extreme`). Computed once per run."""
     if "alike" not in view.memo:
-        with np.errstate(invalid="ignore"):  # NaN: the std was not logged that step
-            view.memo["alike"] = view.array(c.REWARD_STD) == 0.0
+        with np.errstate(invalid="ignore"):  # NaN: not logged that step
+            alike = view.array(c.REWARD_STD) == 0.0
+            if not view.has(c.ACR_POST):
+                alike |= view.array(c.ACR) >= 1.0
+        view.memo["alike"] = alike | zero_loss(view) | _at_extreme(view)
     return view.memo["alike"]
 
 
 def signal_known(view: "View") -> np.ndarray:
     """Per logged step: whether the log says anything of its signal (a gradient norm, a skipped flag, acr_post,
-    a reward std)."""
+    a reward std, the collapse share, a policy loss whose zeros are evidence, a mean at the reward's floor)."""
     known = np.zeros(len(view.run.steps), dtype=bool)
-    for name in (c.GRAD_NORM, c.SKIPPED_NO_SIGNAL, c.ACR_POST, c.REWARD_STD):
+    for name in (c.GRAD_NORM, c.SKIPPED_NO_SIGNAL, c.ACR_POST, c.REWARD_STD, c.ACR):
         known |= np.isfinite(view.array(name))
+    if zero_loss(view).any():
+        known |= np.isfinite(view.array(c.LOSS))
+    extreme = _at_extreme(view)
+    if extreme.any():
+        known |= np.isfinite(view.array(c.REWARD))
     return known
 
 
@@ -138,10 +199,14 @@ def _inferred(view: "View") -> Collapse | None:
     known = signal_known(view)
     if known.sum() >= LEAST:
         share = np.where(empty, 1.0, share if said else np.where(known, 0.0, np.nan))
-        reasons = [what for name, what in ((c.REWARD_STD, "a reward std of exactly 0"),
-                                           (c.SKIPPED_NO_SIGNAL, "a skipped flag"),
-                                           (c.GRAD_NORM, "a gradient norm of exactly 0"))
-                   if (empty & np.isfinite(view.array(name))).any()]
+        with np.errstate(invalid="ignore"):
+            reasons = [what for mask, what in (
+                (view.array(c.REWARD_STD) == 0, "a reward std of exactly 0"),
+                (view.array(c.SKIPPED_NO_SIGNAL) >= 0.5, "a skipped flag"),
+                (view.array(c.GRAD_NORM) == ZERO_GRAD, "a gradient norm of exactly 0"),
+                (zero_loss(view), "an (unrounded) policy loss of exactly 0"),
+                (_at_extreme(view), "a mean reward exactly at the run's lowest or highest step mean (every "
+                                    "completion scored it)")) if (empty & mask).any()]
         if empty.any():
             said.append(f"inferred: the {int(empty.sum())} step(s) with {' or '.join(reasons) or 'no signal'} count "
                         "as fully collapsed" + ("" if len(said) else ", the others as 0 (a lower bound)"))

@@ -199,7 +199,7 @@ PLAIN: dict[str, str] = {
     **dict.fromkeys(("skipped", "skip", "skipped_step", "skipped_update", "no_update", "update_skipped"),
                     SKIPPED_NO_SIGNAL),
     **dict.fromkeys(("grad_norm", "gradient_norm", "grad_l2_norm", "total_grad_norm"), GRAD_NORM),
-    **dict.fromkeys(("loss", "policy_loss", "pg_loss", "actor_loss"), LOSS),
+    **dict.fromkeys(("loss", "policy_loss", "pg_loss", "loss_pg", "policy_gradient_loss", "actor_loss"), LOSS),
     **dict.fromkeys(("lr", "learning_rate", "actor_lr"), LEARNING_RATE),
     **dict.fromkeys(("step_time", "time_per_step", "step_s", "iter_time"), STEP_S),
 }
@@ -238,10 +238,14 @@ def resolve(key: str) -> tuple[str, int] | None:
     """The canonical name of a logged key and its rank among that name's spellings, or None when no entry knows
     it. `rewards/accuracy/mean` -> (`reward/accuracy/mean`, 1); `train/frac_reward_zero_std` -> (`collapse/acr`, 1);
     a plain spelling after the engines' (`mean_reward` -> (`reward/mean`, 70)), see `by_engine_name`."""
+    plain = normalise(key)
+    if plain == "loss":
+        # a bare `loss` is a trainer's total (the policy loss plus a KL or an entropy term: transformers' and TRL's
+        # own `loss`): a spelling that says policy (`pg_loss`, `loss_pg`, `policy_loss`) is read before it
+        return LOSS, 72
     found = _engine_name(key)
     if found is not None:
         return found
-    plain = normalise(key)
     if plain in PLAIN:
         return PLAIN[plain], 70
     if (under := _under_reward(plain)) is not None:

@@ -226,8 +226,9 @@ class Collector:
         if run.earlier:
             spans = ", ".join(f"{r.steps[0]}-{r.steps[-1]}" if r.steps else "none" for r in runs)
             run.notes.append(f"{self.path}: the steps start again {len(runs) - 1} time(s) (a restart, or runs "
-                             f"appended to one file): {len(runs)} runs, steps {spans}; the last is diagnosed "
-                             "(--segments each diagnoses each)")
+                             f"appended to one file): {len(runs)} runs, steps {spans}; the last is diagnosed, and each "
+                             "earlier one of 20 or more logged steps that a fresh start at step 0 or 1 follows "
+                             "(--segments last: the last alone; each: every one)")
         return run
 
     def _stray_lists(self) -> None:

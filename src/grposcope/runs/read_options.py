@@ -19,7 +19,8 @@ class ReadOptions:
     mapping: tuple[tuple[str, str], ...] = field(default=())  # (key, metric): --map KEY=METRIC
     pattern: str | None = None  # a console log's line format: a regex with a named group `step`
     engine: str | None = None  # --engine: read the keys as this engine's (runs/engines), when they do not say
-    segments: str = "last"  # a log with restarts: "last" diagnoses the last run in it, "each" every one
+    segments: str = "long"  # a log with restarts: "last" its last run, "each" every one, "long" the last and
+    # every earlier one of 20 or more logged steps (record.parts)
 
 
 def line_pattern(pattern: str) -> re.Pattern[str]:

@@ -71,3 +71,20 @@ def to_float(value: int | float) -> float:
         return float(value)
     except OverflowError:
         return math.inf if value > 0 else -math.inf
+
+
+LONG_SEGMENT = 20  # logged steps that make an earlier part of a log with restarts a run of its own
+
+
+def parts(run: "Run", how: str = "long") -> list["Run"]:
+    """The runs of a log whose steps start again (`Run.earlier`, then the run), as `--segments` asks: 'last' the
+    last alone; 'each' every one; 'long' (the default) the last and every earlier one that is a run of its own: of
+    LONG_SEGMENT or more logged steps (not a start aborted after a few) and followed by a fresh start at step 0 or
+    1 (a run appended to the file; a resume from a checkpoint starts again later and logs the same steps anew)."""
+    if how == "last":
+        return [run]
+    every = [*run.earlier, run]
+    kept = [r for r, after in zip(run.earlier, every[1:]) if how == "each" or
+            (len(r.steps) >= LONG_SEGMENT and after.steps and after.steps[0] <= 1)]
+    return [*kept, run]
+

@@ -169,24 +169,35 @@ class NoSignalSteps(Detector):
     )
     refs = (ACR_PAPER, DAPO)
 
+    def missing(self, view):
+        if signal_known(view).any():  # a policy loss of exactly 0, a mean at the reward's floor, an ACR of 1
+            return ""
+        return super().missing(view)
+
     def detect(self, view):
         run = view.run
         empty = no_signal_mask(view)
         steps = np.asarray(run.steps)
         known = signal_known(view)
+        grad = view.array(c.GRAD_NORM)
         with np.errstate(invalid="ignore"):  # the reward taught nothing, a KL term still moved the weights
-            kl_only = ~empty & rewards_alike(view) & (view.array(c.GRAD_NORM) > 0)
+            kl_only = ~empty & rewards_alike(view) & ((grad > 0) | (~np.isfinite(grad) &
+                                                                    np.isfinite(view.array(c.KL))))
         count, total, others = int(empty.sum()), int(known.sum()), int(kl_only.sum())
         if count == 0 and others == 0:
             return []
         share, kl_share = count / total, others / total
+        reward = view[c.REWARD][1]
+        # a reward that never moves in the whole run is not what trains it (on-policy distillation trains on a
+        # teacher's KL and logs the environment's reward beside it): its silence is the design, not a failure
+        not_the_objective = others > 0 and len(reward) >= 4 and np.ptp(reward) == 0
         streak = stats.longest_streak(empty[known])
         rules = alarm_rules(view)
         severity = ("critical" if share >= NO_SIGNAL_CRITICAL_SHARE or streak >= rules.no_signal_steps else
                     "warning" if count >= NO_SIGNAL_WARNING_COUNT or share >= NO_SIGNAL_WARNING_SHARE else
                     "info" if count else None)
         named = _collapse_warns(view)
-        if (kl_share >= (KL_ONLY_NAMED_SHARE if named else KL_ONLY_WARNING_SHARE)
+        if (kl_share >= (KL_ONLY_NAMED_SHARE if named else KL_ONLY_WARNING_SHARE) and not not_the_objective
                 and rank(severity or "info") < rank("warning")):
             severity = "warning"
         severity = severity or "info"
@@ -194,11 +205,13 @@ class NoSignalSteps(Detector):
         evidence = ([f"{count} of {total} logged steps ({share:.0%}) had no gradient signal: steps {spans(where)}",
                      f"longest run of such steps: {streak}"] if count else [])
         if others:
-            evidence.append(f"{others} of {total} logged steps ({kl_share:.0%}) had a reward std of exactly 0 and a "
-                            f"gradient all the same (steps {spans(steps[kl_only])}): every completion scored alike, "
-                            "so only the KL term (or another regulariser) moved the weights"
+            evidence.append(f"{others} of {total} logged steps ({kl_share:.0%}) had no reward signal (every completion "
+                            f"scored alike) and a KL term in the update (steps {spans(steps[kl_only])}): only the KL "
+                            "term (or another regulariser) moved the weights"
                             + ("; advantage_collapse counts them as its cause" if named else ""))
-        grad = view.array(c.GRAD_NORM)
+            if not_the_objective:
+                evidence.append(f"{c.REWARD} is {reward[0]:g} on every logged step: the run trains on another "
+                                "objective (its KL term), so a silent reward is its design")
         if np.isfinite(grad[empty]).any():
             evidence.append("grad_norm is exactly 0 on "
                             f"{int((grad[empty] == 0).sum())} of them (every group's rewards were equal)")

@@ -9,8 +9,8 @@ import numpy as np
 from ...runs import catalogue as c
 from .. import stats
 from ..findings import EXPLODING_GRADIENTS, Fix
-from ..signals import rewards_alike
-from .base import Detector, register, spans
+from ..signals import loss_rounded, rewards_alike, zero_loss
+from .base import Detector, p_text, register, spans
 
 SPIKE_RATIO = 5.0  # a spike is at least this multiple of the median of the steps before it ...
 SPIKE_Z = 6.0  # ... and this many robust standard deviations above it, on a log scale
@@ -111,19 +111,6 @@ class GradientPathology(Detector):
 EXPLODE_RATIO, EXPLODE_CRITICAL, EXPLODE_FLOOR = 100.0, 1e4, 1.0
 EXPLODE_WINDOW, EXPLODE_LEAST = 25, 5
 ZERO_LOSS_SHARE, ZERO_LOSS_INFO = 0.5, 0.2
-ROUNDED_DIGITS = 4  # transformers' Trainer logs the loss rounded to 4 decimals
-
-
-def loss_rounded(view) -> bool:
-    """Whether the log rounds the loss (so an exact 0 is a small loss, not none): transformers' Trainer (TRL)
-    rounds it to 4 decimals; any log whose non-zero losses all have at most 4 decimals does too."""
-    _, y = view[c.LOSS]
-    nonzero = y[y != 0]
-    if view.run.source == "trl":
-        return True
-    return len(nonzero) >= 4 and bool(np.all(np.abs(np.round(nonzero, ROUNDED_DIGITS) - nonzero) < 1e-12))
-
-
 @register
 class LossExplosion(Detector):
     name = "loss_explosion"
@@ -149,9 +136,26 @@ class LossExplosion(Detector):
                 findings.append(self.finding("critical", bad[0], "non-finite losses", [
                     f"{len(bad)} logged step(s) have a NaN or infinite loss: steps {spans(bad)}",
                     "no gradient norm was logged to tell whether the update was skipped"], steps=len(bad)))
-        findings += self._explosions(x, y)
+        findings += self._explosions(x, y) or self._drift(x, y)
         findings += self._zeros(view, x, y)
         return findings
+
+    def _drift(self, x: np.ndarray, y: np.ndarray) -> list:
+        """The loss's size grew by EXPLODE_RATIO over the run, step by step rather than in one jump: the median
+        |loss| of the last tenth against the 90th percentile of the first tenth's, and past EXPLODE_FLOOR."""
+        size = np.abs(y)
+        if len(size) < 10:
+            return []
+        start, end = float(np.percentile(stats.head(size), 90)), stats.level(stats.tail(size, 0.1))
+        t = stats.trend(x, size)
+        if not (end >= EXPLODE_FLOOR and end >= EXPLODE_RATIO * start and t.rising(0.01)):
+            return []
+        ratio = end / start if start > 0 else math.inf
+        evidence = [f"|{c.LOSS}| grew from {start:.3g} (90th percentile of the first tenth) to {end:.3g} (median of "
+                    f"the last tenth): {ratio:.3g}x, rising through the run ({p_text(t.p)})",
+                    "no single jump: a term of the loss (a KL penalty, an unclipped ratio) grows step by step"]
+        return [self.finding("warning", x[np.argmax(size >= EXPLODE_FLOOR)], f"the loss grew {ratio:.0e}x over the "
+                             "run", evidence, largest=ratio, steps=0)]
 
     def _explosions(self, x: np.ndarray, y: np.ndarray) -> list:
         size = np.abs(y)
@@ -188,7 +192,7 @@ class LossExplosion(Detector):
     def _zeros(self, view, x: np.ndarray, y: np.ndarray) -> list:
         zero = y == 0
         share = float(zero.mean()) if len(y) else 0.0
-        if share < ZERO_LOSS_INFO or loss_rounded(view):
+        if share < ZERO_LOSS_INFO or (loss_rounded(view) and not zero_loss(view).any()):
             return []
         evidence = [f"{c.LOSS} is exactly 0 on {int(zero.sum())} of {len(y)} logged points ({share:.0%}): steps "
                     f"{spans(x[zero])}"]

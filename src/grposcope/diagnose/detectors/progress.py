@@ -16,10 +16,11 @@ from .. import stats
 from ..findings import DEEPSEEKMATH, Fix
 from .base import Detector, p_text, register, spans
 
-# no_learning: a run long enough to judge (NO_LEARNING_POINTS logged points over NO_LEARNING_STEPS steps) whose
-# reward has no significant rise (Mann-Kendall, p < 0.05) and whose last quarter is not above its first tenth by
-# more than NO_GAIN_SE standard errors of that difference (the reward's own scatter decides, not a fixed amount)
-NO_LEARNING_POINTS, NO_LEARNING_STEPS = 10, 20
+# no_learning: a run long enough to judge (NO_LEARNING_POINTS logged points: a step may be one update or one
+# iteration of many episodes, so the points decide, not the step numbers) whose reward has no significant rise
+# (Mann-Kendall, p < 0.05) and whose last quarter is not above its first tenth by more than NO_GAIN_SE standard
+# errors of that difference (the reward's own scatter decides, not a fixed amount)
+NO_LEARNING_POINTS = 10
 NO_LEARNING_ALPHA = 0.05
 NO_GAIN_SE = 2.0
 MEDIAN_SE = 1.2533  # the standard error of a median of m normal values is this * sigma / sqrt(m)
@@ -39,8 +40,12 @@ NOT_LEARNING = Fix(
 
 def scatter(y: np.ndarray) -> float:
     """The series' step-to-step noise as a standard deviation: the robust SD of consecutive differences over
-    sqrt(2), so a trend does not count as noise."""
-    return stats.mad(np.diff(y)) / math.sqrt(2) if len(y) >= 3 else math.nan
+    sqrt(2), so a trend does not count as noise; their plain SD where most differences are 0 (a reward that sits on
+    one value and leaves it now and then: the robust SD would call any move a gain)."""
+    if len(y) < 3:
+        return math.nan
+    d = np.diff(y)
+    return (stats.mad(d) or float(np.std(d))) / math.sqrt(2)
 
 
 def _held_out_gain(view) -> tuple[float, int] | None:
@@ -63,8 +68,6 @@ class NoLearning(Detector):
     def detect(self, view):
         x, y = view[c.REWARD]
         span = float(x[-1] - x[0])
-        if span < NO_LEARNING_STEPS:
-            return []
         t = stats.trend(x, y)
         h, tl = stats.head(y, 0.1), stats.tail(y, 0.25)
         start, end = stats.level(h), stats.level(tl)
@@ -92,7 +95,7 @@ class NoLearning(Detector):
         if held is not None:
             evidence.append(f"held-out score: {held[0]:+.3f} from the first to the last of {held[1]} evaluations")
         bounded = y.min() >= 0 and y.max() <= 1
-        if bounded and start >= CEILING:
+        if bounded and float(np.mean(h)) >= CEILING:  # the mean: a median of 0.6s and 1s says 1
             evidence.append("the reward starts at its ceiling: there is nothing left to learn on these prompts")
             return [self.finding("info", x[0], f"the reward has not improved in {span:.0f} steps: it started at "
                                  "its ceiling", evidence, start=start, end=end, scatter=noise)]
@@ -103,9 +106,11 @@ class NoLearning(Detector):
 
 # pinned_reward: one exact value on PIN_LEAST consecutive logged points and on PIN_SHARE of them (PIN_FEW_VALUES:
 # a series of at most this many distinct values, such as one episode's 0/1 reward, repeats by chance: it must hold
-# the value on PIN_FEW_SHARE of its points)
+# the value on PIN_FEW_SHARE of its points); or, in a series of more values, one exact value on PIN_MODE_SHARE of
+# PIN_LEAST or more points, consecutive or not (a reward back on exactly 1.0 step after step, between other values)
 PIN_LEAST, PIN_SHARE = 8, 0.2
 PIN_FEW_VALUES, PIN_FEW_SHARE = 3, 0.5
+PIN_MODE_SHARE = 0.5
 PIN_EVAL_LEAST = 4  # a held-out score: this many evaluations in a row at one value (and half of them)
 PIN_CRITICAL = 0.5  # the streak reaches the last logged point and covers this share: critical
 
@@ -145,8 +150,12 @@ class PinnedReward(Detector):
                 continue
             start, length = _streak(y)
             share = length / len(y)
-            few = len(np.unique(y)) <= PIN_FEW_VALUES
+            values, counts = np.unique(y, return_counts=True)
+            few = len(values) <= PIN_FEW_VALUES
             if length < least or share < (PIN_FEW_SHARE if few else PIN_SHARE if name == c.REWARD else 0.5):
+                mode = float(values[np.argmax(counts)])
+                if name == c.REWARD and not few and counts.max() >= max(PIN_LEAST, PIN_MODE_SHARE * len(y)):
+                    findings.append(self._mode(x, y, mode))
                 continue
             value = float(y[start])
             last = start + length == len(y)
@@ -167,6 +176,16 @@ class PinnedReward(Detector):
                                          f"{length} logged points", evidence, value=value, points=length,
                                          share=share))
         return findings
+
+    def _mode(self, x: np.ndarray, y: np.ndarray, value: float):
+        on = y == value
+        where = "its lowest" if value <= y.min() else "its highest" if value >= y.max() else "one"
+        evidence = [f"{c.REWARD} is exactly {value:g} on {int(on.sum())} of {len(y)} logged points ({on.mean():.0%}), "
+                    f"{where} value, not all in a row (steps {spans(x[on])})",
+                    "a reward averaged over a batch lands on one exact value step after step only when every "
+                    "completion of those steps scored it: a ceiling or a floor the reward cannot leave"]
+        return self.finding("warning", x[on][0], f"the reward is exactly {value:g} on {on.mean():.0%} of the logged "
+                            "steps", evidence, value=value, points=int(on.sum()), share=float(on.mean()))
 
 
 # held_out_regression: the held-out score fell from its best to its last evaluations (the median of the last
