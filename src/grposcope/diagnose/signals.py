@@ -134,6 +134,16 @@ class Collapse(NamedTuple):
     logged: bool  # read from the log (else inferred)
 
 
+def recent_share(found: Collapse) -> tuple[str, float]:
+    """The collapsed share over the last quarter of the run and how it is taken: a logged share's median; a
+    series inferred from flags is mostly 0s and 1s (a step fully collapsed, or not known to be), whose median
+    says nothing of the share: its mean, the share of such steps (a lower bound)."""
+    recent = found.share[-min(len(found.share), max(3, -(-len(found.share) // 4))):]
+    if found.logged or len(np.unique(found.share)) > 2:
+        return "median", float(np.median(recent))
+    return "mean", float(np.mean(recent))
+
+
 def collapse_series(view: "View") -> Collapse | None:
     """The collapsed share per step: logged (collapse/acr, TRL's frac_reward_zero_std), else inferred from the
     no-signal steps (1 there) and a bounded mean reward (p^G + (1-p)^G elsewhere, from LEAST points on); None

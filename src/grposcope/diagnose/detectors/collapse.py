@@ -7,7 +7,7 @@ import numpy as np
 from ...runs import catalogue as c
 from .. import stats
 from ..findings import ACR_PAPER, DAPO, REINFORCE_ADA, SEVERITIES, Fix, rank
-from ..signals import collapse_series, group_size, no_signal_mask, not_binary, rewards_alike, signal_known
+from ..signals import collapse_series, group_size, no_signal_mask, not_binary, recent_share, rewards_alike, signal_known
 from .base import Detector, alarm_rules, alarm_steps, register, spans
 
 # advantage_collapse: the median collapsed share over the last quarter of the run. At a share f a run generates
@@ -88,8 +88,7 @@ class AdvantageCollapse(Detector):
         if found is None:
             return []
         x, acr, basis, logged = found
-        recent = stats.tail(acr, 0.25)
-        f = stats.level(recent)
+        level, f = recent_share(found)
         if f < COLLAPSE_INFO:
             return []
         severity = "critical" if f >= COLLAPSE_CRITICAL else "warning" if f >= COLLAPSE_WARNING else "info"
@@ -97,11 +96,11 @@ class AdvantageCollapse(Detector):
         wrong, right, how = _split(view, recent_steps)
         regime = "all-wrong" if wrong >= REGIME_SHARE else "all-correct" if right >= REGIME_SHARE else "mixed"
         if len(acr) < stats.SHORT_RUN:
-            evidence = [f"{basis}: " + (f"{acr[0]:.3f} at " if len(acr) == 1 else f"median {f:.3f} over ")
+            evidence = [f"{basis}: " + (f"{acr[0]:.3f} at " if len(acr) == 1 else f"{level} {f:.3f} over ")
                         + f"{stats.where_text(x)}; with {len(acr)} logged step{'s' if len(acr) > 1 else ''}, a "
                         f"trend cannot be judged ({stats.SHORT_RUN} or more are needed)"]
         else:
-            evidence = [f"{basis}: median {f:.3f} over {stats.where_text(recent_steps)}, mean {acr.mean():.3f} over "
+            evidence = [f"{basis}: {level} {f:.3f} over {stats.where_text(recent_steps)}, mean {acr.mean():.3f} over "
                         "the run"]
         evidence += [
                      f"{1 / (1 - f):.1f} completions generated per completion that carries a gradient" if f < 0.99
@@ -249,4 +248,4 @@ class NoSignalSteps(Detector):
 def _collapse_warns(view) -> bool:
     """advantage_collapse's own level test: its recent collapsed share at warning or above."""
     found = collapse_series(view)
-    return found is not None and stats.level(stats.tail(found.share, 0.25)) >= COLLAPSE_WARNING
+    return found is not None and recent_share(found)[1] >= COLLAPSE_WARNING

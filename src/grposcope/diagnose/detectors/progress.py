@@ -16,11 +16,11 @@ from .. import stats
 from ..findings import DEEPSEEKMATH, Fix
 from .base import Detector, p_text, register, spans
 
-# no_learning: a run long enough to judge (NO_LEARNING_POINTS logged points: a step may be one update or one
-# iteration of many episodes, so the points decide, not the step numbers) whose reward has no significant rise
-# (Mann-Kendall, p < 0.05) and whose last quarter is not above its first tenth by more than NO_GAIN_SE standard
-# errors of that difference (the reward's own scatter decides, not a fixed amount)
-NO_LEARNING_POINTS = 10
+# no_learning: a run long enough to judge (NO_LEARNING_POINTS logged points over NO_LEARNING_STEPS steps: a
+# 10-step smoke run is too early to expect a gain) whose reward has no significant rise (Mann-Kendall, p < 0.05)
+# and whose last quarter is not above its first quarter by more than NO_GAIN_SE standard errors of that difference
+# (the reward's own scatter decides, not a fixed amount)
+NO_LEARNING_POINTS, NO_LEARNING_STEPS = 10, 20
 NO_LEARNING_ALPHA = 0.05
 NO_GAIN_SE = 2.0
 MEDIAN_SE = 1.2533  # the standard error of a median of m normal values is this * sigma / sqrt(m)
@@ -68,8 +68,10 @@ class NoLearning(Detector):
     def detect(self, view):
         x, y = view[c.REWARD]
         span = float(x[-1] - x[0])
+        if span < NO_LEARNING_STEPS:
+            return []
         t = stats.trend(x, y)
-        h, tl = stats.head(y, 0.1), stats.tail(y, 0.25)
+        h, tl = stats.head(y, 0.25), stats.tail(y, 0.25)
         start, end = stats.level(h), stats.level(tl)
         noise = scatter(stats.binned(x, y)[1])
         se = MEDIAN_SE * noise * math.sqrt(1 / len(h) + 1 / len(tl))
@@ -78,7 +80,7 @@ class NoLearning(Detector):
         held = _held_out_gain(view)
         if held is not None and held[0] >= HELD_OUT_LEARNT:
             return []  # the held-out score rose: the run learnt what the training reward does not show
-        evidence = [f"{c.REWARD}: {start:.4g} (median of the first tenth) -> {end:.4g} (median of the last quarter), "
+        evidence = [f"{c.REWARD}: {start:.4g} (median of the first quarter) -> {end:.4g} (median of the last quarter), "
                     f"{end - start:+.3g} over {span:.0f} steps ({len(y)} logged points)",
                     f"the reward's step-to-step scatter is {noise:.3g} (robust SD): a real gain would be above "
                     f"{NO_GAIN_SE * se:.3g} ({NO_GAIN_SE:g} standard errors of that difference)",

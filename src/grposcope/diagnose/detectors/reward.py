@@ -253,6 +253,7 @@ class RewardComposition(Detector):
 # PLATEAU_SHARE of its length (PLATEAU_WARNING: a warning) after the bend without gaining more
 PLATEAU_SHARE, PLATEAU_WARNING = 0.30, 0.40
 PLATEAU_MIN_STEPS = 20
+PLATEAU_POINTS = 10  # training-reward points a rise-then-flat fit needs (as no_learning: a log every 10 of 100 steps)
 PLATEAU_GAIN = 0.05  # the score must first have risen by this much
 PLATEAU_REST = 0.05  # ... and the line fitted after the bend does not rise significantly (p < 0.05) by this share of it
 PLATEAU_NOISE = 2.0  # ... and by at least twice the scatter of the points around the fitted line
@@ -275,7 +276,7 @@ class Plateau(Detector):
     def detect(self, view):
         name = c.EVAL if view.has(c.EVAL, 6) else c.REWARD
         x, y = view[name]
-        if len(y) < (6 if name == c.EVAL else 20):
+        if len(y) < (6 if name == c.EVAL else PLATEAU_POINTS):
             return []
         x, y = stats.binned(x, y)  # a long log: bin medians, so the fit below stays cheap
         fit = stats.hinge(x, y)  # a rising line, then flat: where the rise ended, fitted on every point
@@ -327,8 +328,8 @@ class Plateau(Detector):
 
         if view.has(c.ENTROPY, 8) and entropy_collapsed(view)[0]:
             return True
-        from ..signals import collapse_series
+        from ..signals import collapse_series, recent_share
         from .collapse import COLLAPSE_WARNING
 
         found = collapse_series(view)
-        return found is not None and stats.level(stats.tail(found[1])) >= COLLAPSE_WARNING
+        return found is not None and recent_share(found)[1] >= COLLAPSE_WARNING
