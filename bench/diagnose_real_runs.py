@@ -49,6 +49,7 @@ RLDOCTOR = {"length_pathology": ("length_growth", "truncation", "length_collapse
             "plateau": ("plateau", "no_learning"),
             "gradient_pathology": ("gradient_pathology", "loss_explosion"),
             "reward_hacking": ("reward_hacking", "held_out_regression")}
+RLDOCTOR_ALARMS = {"length_pathology": ("length_growth", "truncation")}
 CALL = re.compile(r"^\s*-\s*`?(\w+)`?\s*:\s*\**(fire|warn|quiet|cannot tell)", re.I)
 
 
@@ -89,6 +90,9 @@ class Outcome:
         if self.error:
             return [], [], []
         fired = set(self.fired)
+        # a false alarm is counted against rldoctor's own name only (its length_pathology for both of grposcope's
+        # length_growth and truncation, as in rounds 1-2): the generous reading above finds, it does not accuse
+        alarmed = {g for f in fired for g in RLDOCTOR_ALARMS.get(f, (f,))} if rldoctor else fired
         if rldoctor:
             fired = {g for f in fired for g in RLDOCTOR.get(f, (f,))}
         fire = [d for d, c in calls.items() if c == "fire" and not (rldoctor and d == "no_signal_steps")]
@@ -96,7 +100,7 @@ class Outcome:
         if rldoctor:  # one rldoctor detector for several of grposcope's: a false alarm only if none is expected
             quiet = [d for d in quiet if not any(d in group and set(group) & set(fire) for group in RLDOCTOR.values())]
         return ([d for d in fire if d in fired], [d for d in fire if d not in fired],
-                [d for d in quiet if d in fired])
+                [d for d in quiet if d in alarmed])
 
 
 def run_grposcope(run: Path) -> Outcome:

@@ -55,14 +55,19 @@ class RewardHacking(Detector):
             return []
         t = stats.trend(rx, ry)
         r0, r1 = stats.level(stats.head(ry)), stats.level(stats.tail(ry, 0.1))
-        e0, e1 = stats.level(stats.head(ey, 0.25, least=1)), stats.level(stats.tail(ey, 0.25, least=2))
+        # the first and the last quarter of the evaluations, as many of each (a quarter of 3 is the first against
+        # the last: a window of two at one end only would take the middle evaluation for the end)
+        e0, e1 = stats.level(stats.head(ey, 0.25, least=1)), stats.level(stats.tail(ey, 0.25, least=1))
         gain, moved = r1 - r0, e1 - e0
         if not (t.rising(TREND_ALPHA) and gain >= HACK_GAIN and moved <= HACK_TRANSFER * gain):
             return []
+        k = len(stats.head(ey, 0.25, least=1))
+        held = (f"{e0:.3f} (the first of {len(ey)} evaluations) -> {e1:.3f} (the last; no trend is tested from "
+                f"under {HACK_SMOOTHED})" if k == 1 else
+                f"{e0:.3f} (median of the first {k} of {len(ey)} evaluations) -> {e1:.3f} (of the last {k})")
         evidence = [f"training reward ({c.REWARD}): {r0:.3f} (median of the first tenth) -> {r1:.3f} (last tenth), "
                     f"{gain:+.3f}, slope {t.slope:+.2e} per step ({p_text(t.p)})",
-                    f"held-out score ({c.EVAL}): {e0:.3f} (first quarter of {len(ey)} evaluations) -> {e1:.3f} "
-                    f"(last quarter), {moved:+.3f}: {max(moved, 0) / gain:.0%} of the training gain",
+                    f"held-out score ({c.EVAL}): {held}, {moved:+.3f}: {max(moved, 0) / gain:.0%} of the training gain",
                     "the policy gets better at what the training reward pays for, not at the held-out task"]
         severity = "critical" if moved < 0 else "warning"
         first = int(rx[np.argmax(ry >= r0 + gain / 2)])
