@@ -41,7 +41,9 @@ def test_grposcope_own_sampled_evaluation_keys_are_known():
         assert resolve(key) == (key, 50)
 
 
-def _equal_rewards(n: int, alike: set[int], reward=lambda s: 0.4, grad=lambda s, a: 0.01 if a else 0.5):
+def _equal_rewards(n: int, alike: set[int], reward=lambda s: 0.4 + 0.01 * (s % 5),
+                   grad=lambda s, a: 0.01 if a else 0.5):
+    # the reward moves (one that never moves in the whole run is not what trains it: no_signal_steps says info)
     return [{"step": s, "loss": 0.0, "reward": reward(s), "reward_std": 0.0 if s in alike else 0.3,
              "grad_norm": grad(s, s in alike), "kl": 0.01} for s in range(1, n + 1)]
 

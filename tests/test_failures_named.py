@@ -101,8 +101,13 @@ def test_loss_explosion_is_quiet_on_a_grpo_loss_that_moves_around_zero(name):
 
 
 def test_a_loss_of_exactly_zero_warns_unless_the_log_rounds_it():
-    assert warned(real("dapo-vl3b-terminal-md", "loss_explosion"))  # 83% exact zeros, zero gradients too
-    assert not warned(real("xling-openrs-console", "loss_explosion"))  # every value 0: rounded or not, unknown
+    # 19 of 20 rows exactly 0.0, the other 0.0121, no gradient norm: a 4-decimal log whose loss otherwise sits far
+    # above its last digit, so its zeros are a loss that vanished
+    (f,) = warned(real("r3-verifier-reinforce-warmstart-regress", "loss_explosion"))
+    assert f.figures["share"] == pytest.approx(19 / 20)
+    assert not real("dapo-vl3b-terminal-md", "loss_explosion")  # a gradient norm: no_signal_steps reads the zeros
+    assert warned(real("dapo-vl3b-terminal-md", "no_signal_steps"))
+    assert not real("xling-openrs-console", "loss_explosion")  # every value 0: never computed or rounded, unknown
     loss = np.r_[np.full(19, 0.0), [0.0123456]]
     assert warned(only(make_run(20, **{c.LOSS: loss}), "loss_explosion"))
     rounded = np.r_[np.full(12, 0.0), [0.0012, -0.0003, 0.0021, 0.0007, -0.0011, 0.0002, 0.0005, -0.0001]]
