@@ -262,7 +262,7 @@ def test_the_monitor_and_a_replay_of_its_log_raise_the_same_alarms():
 
 # the command ------------------------------------------------------------------------------------------------------
 def _write_state(folder: Path, grad: list[float], name: str = "trainer_state.json") -> Path:
-    # the reward moves (a reward of 0.0 on every step is pinned_reward's) and the loss is rounded as transformers logs it
+    # the reward moves (0.0 on every step is pinned_reward's); the loss is rounded as transformers logs it
     history = [{"step": i + 1, "loss": 0.0, "reward": round(0.1 + 0.013 * (i % 3), 4), "grad_norm": g,
                 "frac_reward_zero_std": 1.0 if g == 0 else 0.1, "learning_rate": 1e-6} for i, g in enumerate(grad)]
     folder.mkdir(parents=True, exist_ok=True)
