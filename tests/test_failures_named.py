@@ -203,3 +203,21 @@ def test_logged_reward_min_and_max_off_zero_and_one_stop_the_estimate():
     run = make_run(n, **{c.REWARD: np.full(n, 0.4), c.REWARD_MIN: np.full(n, 0.1), c.REWARD_MAX: np.full(n, 0.7)})
     d = diagnose(run, only=["advantage_collapse"])
     assert not d.findings and "neither 0 nor 1" in d.unchecked["advantage_collapse"]
+
+
+def test_every_detector_has_its_row_in_the_docs():
+    from grposcope.diagnose import DETECTORS
+
+    text = (Path(__file__).parents[1] / "docs" / "diagnose.md").read_text(encoding="utf-8")
+    rows = {line.split("|")[1].strip().strip("`") for line in text.splitlines() if line.startswith("| `")}
+    assert set(DETECTORS.names()) <= rows, sorted(set(DETECTORS.names()) - rows)
+
+
+def test_a_reward_list_of_one_group_a_step_is_read_not_estimated():
+    # each row holds the step's 2 rewards (G = 2): the share of collapsed groups is the share of steps whose 2
+    # rewards are equal (163 of 201), not an estimate from the mean with an assumed G = 8
+    (f,) = real("r3-bitnet-grpo-g2-skipped", "advantage_collapse")
+    said = " ".join(f.evidence)
+    assert "estimated" not in said and "assumed" not in said and "163 step(s)" in said
+    run = load_runs(CORPUS / "r3-bitnet-grpo-g2-skipped")[0]
+    assert run.config["completions_per_step"] == 2

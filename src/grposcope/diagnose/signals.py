@@ -121,10 +121,15 @@ def signal_known(view: "View") -> np.ndarray:
 
 
 def group_size(view: "View") -> tuple[int, str]:
-    """G and where it comes from."""
+    """G and where it comes from: the setting; else at most the completions a step's reward list holds (a log of
+    one group a step gives it exactly); else TRL's default, said as assumed."""
     g = view.setting("num_generations")
-    return (int(g), "num_generations") if g else (ASSUMED_G, f"assumed {ASSUMED_G} (TRL's default; "
-                                                                 "--num_generations sets it)")
+    if g:
+        return int(g), "num_generations"
+    held = view.run.config.get("completions_per_step")
+    if held and int(held) < ASSUMED_G:
+        return int(held), f"the log's reward lists hold {int(held)} completions a step"
+    return ASSUMED_G, f"assumed {ASSUMED_G} (TRL's default; --num_generations sets it)"
 
 
 class Collapse(NamedTuple):
@@ -200,7 +205,11 @@ def _inferred(view: "View") -> Collapse | None:
     share = np.full(len(steps), np.nan)
     said = []
     x, p = view[c.REWARD]
-    if len(p) >= LEAST and p.min() >= 0 and p.max() <= 1 and not not_binary(view):
+    # a log whose reward is a list of each step's completions, with no group size set: one group a step, whose std
+    # says whether it collapsed (0) or not; nothing to estimate
+    one_group = bool(view.run.config.get("completions_per_step")) and not view.setting("num_generations") \
+        and view.has(c.REWARD_STD, LEAST)
+    if len(p) >= LEAST and p.min() >= 0 and p.max() <= 1 and not not_binary(view) and not one_group:
         g, how = group_size(view)
         share[np.isin(steps, x)] = p**g + (1 - p) ** g
         said.append(f"estimated from the mean reward as p^G + (1-p)^G, a lower bound for a 0/1 reward (G = {g}: "

@@ -283,6 +283,12 @@ class Collector:
         run.read_as.update({k: m for k, m in self.mapping.items() if k in segment.columns})
         run.reasons = said
         run.config = dict(self.config)
+        # the reward logged as a list of each step's completions: how many a step held (a fact of the log that an
+        # estimate assuming a group size must not contradict: signals.group_size)
+        for key, rows in self.lists.items():
+            sizes = {len(value) for seg, _, _, value in rows if seg is segment}
+            if resolution.readings[key].metric == c.REWARD and len(sizes) == 1:
+                run.config.setdefault("completions_per_step", sizes.pop())
         run.keys = {k: kept.get(k, resolution.readings[k].metric) for k in segment.columns if k not in metadata}
         run.meanings = {k: resolution.readings[k].metric for k in run.keys if resolution.readings[k].known}
         run.problems = self.problems + _value_problems(self, segment, series, nonfinite, resolution)
