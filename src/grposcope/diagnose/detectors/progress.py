@@ -26,6 +26,7 @@ NO_GAIN_SE = 2.0
 MEDIAN_SE = 1.2533  # the standard error of a median of m normal values is this * sigma / sqrt(m)
 CEILING = 0.95  # a reward in [0, 1] that starts at or above this has nothing left to learn (info, not a warning)
 HELD_OUT_LEARNT = 0.05  # the held-out score gained this much from its first to its last evaluation: it learnt
+HELD_OUT_TESTED = 6  # evaluations from which the held-out gain is a tested trend instead
 
 NOT_LEARNING = Fix(
     grposcope="run grposcope audit-rewards on a few completions (a verifier that rejects right answers gives a flat "
@@ -48,12 +49,19 @@ def scatter(y: np.ndarray) -> float:
     return (stats.mad(d) or float(np.std(d))) / math.sqrt(2)
 
 
-def _held_out_gain(view) -> tuple[float, int] | None:
-    """(last - first, evaluations) of the held-out score, the evaluation before training included; None with
-    fewer than 2 evaluations."""
-    _, values = view.run.accuracy_points()
-    values = [v for v in values if math.isfinite(v)]
-    return (values[-1] - values[0], len(values)) if len(values) >= 2 else None
+def _held_out_gain(view) -> tuple[float, int, bool] | None:
+    """(last - first, evaluations, learnt) of the held-out score, the evaluation before training included; None
+    with fewer than 2 evaluations. Learnt: with HELD_OUT_TESTED or more evaluations a significant rise (p < 0.05:
+    one high evaluation among oscillating ones is not a gain), with fewer a gain of HELD_OUT_LEARNT or more."""
+    steps, values = view.run.accuracy_points()
+    kept = [(s, v) for s, v in zip(steps, values) if math.isfinite(v)]
+    if len(kept) < 2:
+        return None
+    gain = kept[-1][1] - kept[0][1]
+    if len(kept) >= HELD_OUT_TESTED:
+        x, y = np.asarray(kept, dtype=float).T
+        return gain, len(kept), stats.trend(x, y).rising(0.05)
+    return gain, len(kept), gain >= HELD_OUT_LEARNT
 
 
 @register
@@ -78,7 +86,7 @@ class NoLearning(Detector):
         if t.rising(NO_LEARNING_ALPHA) or end - start > NO_GAIN_SE * se:
             return []
         held = _held_out_gain(view)
-        if held is not None and held[0] >= HELD_OUT_LEARNT:
+        if held is not None and held[2]:
             return []  # the held-out score rose: the run learnt what the training reward does not show
         evidence = [f"{c.REWARD}: {start:.4g} (median of the first quarter) -> {end:.4g} (median of the last quarter), "
                     f"{end - start:+.3g} over {span:.0f} steps ({len(y)} logged points)",
@@ -95,7 +103,8 @@ class NoLearning(Detector):
             evidence.append(f"it rose to {best:.4g} (mean of {k} points around step {int(x[best_i + k // 2])}) and "
                             "fell back: whatever it learnt was lost")
         if held is not None:
-            evidence.append(f"held-out score: {held[0]:+.3f} from the first to the last of {held[1]} evaluations")
+            evidence.append(f"held-out score: {held[0]:+.3f} from the first to the last of {held[1]} evaluations"
+                            + (", no significant rise" if held[1] >= HELD_OUT_TESTED else ""))
         bounded = y.min() >= 0 and y.max() <= 1
         if bounded and float(np.mean(h)) >= CEILING:  # the mean: a median of 0.6s and 1s says 1
             evidence.append("the reward starts at its ceiling: there is nothing left to learn on these prompts")
