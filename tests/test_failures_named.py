@@ -221,3 +221,10 @@ def test_a_reward_list_of_one_group_a_step_is_read_not_estimated():
     assert "estimated" not in said and "assumed" not in said and "163 step(s)" in said
     run = load_runs(CORPUS / "r3-bitnet-grpo-g2-skipped")[0]
     assert run.config["completions_per_step"] == 2
+
+
+def test_a_single_step_kl_jump_of_orders_of_magnitude_is_named_and_a_small_kl_jump_is_not():
+    (f,) = warned(real("r3-monarch-grpo-qwen15b-gsm8k", "kl_drift"))  # 36.3 at step 68 on a KL of about 0.1
+    assert f.figures["largest"] >= 100 and "jumps" in f.title
+    assert not warned(real("r3-deepretrieval-grpo-0p8b-30step", "kl_drift"))  # 500x, but of a KL of 1e-5: 0.0066
+    assert not warned(real("csd-gate1-console", "kl_drift"))  # six jumps of up to 11x: under 100x

@@ -56,8 +56,6 @@ DISAGREE = {
                                                                 "under the 0.50 a warning needs",
     ("r3-gemma2-grpo-resume-degenerate", "gradient_pathology"): "no gradient norm; the loss doubles (to 4.0): no "
                                                                 "spike of 100x, no NaN",
-    ("r3-monarch-grpo-qwen15b-gsm8k", "kl_drift"): "median KL 0.11 -> 0.14, last tenth 0.25: under the 0.5 bound; "
-                                                   "two single-step jumps (36, 6.9) are spikes, not a drift",
     ("r3-monarch-grpo-qwen15b-gsm8k", "plateau"): "the callout's own words: still creeping up at the end",
     ("r3-price-grpo-qwen35-alllayers", "advantage_collapse"): "0.38 over the run, 0.44 over the last quarter: info",
     ("r3-price-grpo-qwen35-alllayers", "plateau"): "14 flat steps after the rise: under the 20 the rule asks",

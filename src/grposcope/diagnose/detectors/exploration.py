@@ -7,7 +7,7 @@ import numpy as np
 from ...runs import catalogue as c
 from .. import stats
 from ..findings import DAPO, ENTROPY_MECHANISM, OVEROPTIMIZATION, PPO, SUMMARIZE, Fix
-from .base import Detector, alarm_rules, alarm_steps, p_text, register
+from .base import Detector, alarm_rules, alarm_steps, p_text, register, spans
 
 # entropy_collapse
 ENTROPY_FALL = 0.25  # the last tenth's entropy at or below this share of the first tenth's: a collapse
@@ -137,6 +137,7 @@ class EntropyCollapse(Detector):
 # kl_drift
 KL_RUNAWAY = 0.1  # nats per token: a KL this large that still accelerates is heading somewhere
 KL_ACCELERATION = 3.0  # the second half's slope at least this multiple of the first half's: super-linear growth
+KL_JUMP, KL_JUMP_WINDOW = 100.0, 25  # one step's KL at this multiple of the median of the steps before it
 
 
 @register
@@ -163,7 +164,7 @@ class KLDrift(Detector):
         runaway = (late.rising(TREND_ALPHA) and recent > KL_RUNAWAY
                    and late.slope > KL_ACCELERATION * max(early.slope, 1e-12))
         if not (recent > bound or runaway):
-            return []
+            return self._jumps(x, k)
         evidence = [f"kl/mean: median {recent:.3f} over the last tenth of the run, {stats.level(stats.head(k)):.3f} "
                     f"over the first (bound {bound}: grposcope's kl_drift rule)"]
         if on:
@@ -184,6 +185,28 @@ class KLDrift(Detector):
             evidence.append(f"at the second half's rate it passes the bound at step ~{arrival:.0f}")
         return [self.finding("warning", x[half], "KL to the reference grows faster and faster", evidence,
                              recent=recent)]
+
+
+    def _jumps(self, x: np.ndarray, k: np.ndarray) -> list:
+        """Single steps whose KL is KL_JUMP times the median of the KL_JUMP_WINDOW steps before it (on a log scale, so
+        a KL of 1e-7 that moves to 1e-5 is measured as one of 0.1 that moves to 10) and KL_RUNAWAY nats or more:
+        the policy leapt away from the reference for a step, even if it came back."""
+        keep = k > 0
+        xs, ks = x[keep], k[keep]
+        if len(ks) < 8:
+            return []
+        base = np.exp(stats.rolling_median(np.log(ks), KL_JUMP_WINDOW))
+        with np.errstate(invalid="ignore"):
+            jump = np.isfinite(base) & (ks >= KL_JUMP * base) & (ks >= KL_RUNAWAY)
+        if not jump.any():
+            return []
+        i = int(np.flatnonzero(jump)[np.argmax(ks[jump] / base[jump])])
+        evidence = [f"kl/mean jumps to {ks[i]:.3g} at step {int(xs[i])}, {ks[i] / base[i]:.0f}x the median of the "
+                    f"{KL_JUMP_WINDOW} steps before ({base[i]:.3g}); {int(jump.sum())} such step(s): {spans(xs[jump])}",
+                    f"the run's KL is otherwise {stats.level(stats.tail(k, 0.1)):.3f} over its last tenth: not a "
+                    "drift, a step whose update moved the policy far at once (a huge ratio or advantage, a bad batch)"]
+        return [self.finding("warning", xs[jump][0], "the KL to the reference jumps by orders of magnitude on single "
+                             "steps", evidence, largest=float(ks[i] / base[i]))]
 
 
 # clip_saturation: the median clipped share of tokens over the last quarter
