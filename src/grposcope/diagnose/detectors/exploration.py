@@ -214,6 +214,15 @@ CLIP_INFO, CLIP_WARNING, CLIP_CRITICAL = 0.05, 0.15, 0.30
 CLIP_ASYMMETRY = 3.0  # one side clipped this many times more than the other: the bounds suit one sign only
 
 
+def clipped(view, least: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, clipped share of tokens): the logged total where it has `least` points, else the two sides summed
+    on the steps that logged both."""
+    if view.has(c.CLIP, least):
+        return view[c.CLIP]
+    x, low, high = view.aligned(c.CLIP_LOW, c.CLIP_HIGH)
+    return x, low + high
+
+
 @register
 class ClipSaturation(Detector):
     name = "clip_saturation"
@@ -229,11 +238,7 @@ class ClipSaturation(Detector):
     refs = (PPO, DAPO)
 
     def detect(self, view):
-        if view.has(c.CLIP, 4):
-            x, total = view[c.CLIP]
-        else:
-            x, low, high = view.aligned(c.CLIP_LOW, c.CLIP_HIGH)
-            total = low + high
+        x, total = clipped(view, least=4)
         if len(total) < 4:
             return []
         recent = stats.level(stats.tail(total))

@@ -12,6 +12,7 @@ import numpy as np
 from ...runs import catalogue as c
 from ..findings import PPO, SUMMARIZE, Fix
 from .base import Detector, register, spans
+from .exploration import clipped
 
 # negative_kl: the logged KL below -NEGATIVE_TOL on a share of the logged steps: NEGATIVE_WARNING (or one value below
 # -NEGATIVE_LARGE nats) a warning, NEGATIVE_CRITICAL critical (negative more often than not: a bias, not noise);
@@ -81,11 +82,7 @@ class ClipNearOne(Detector):
     refs = (PPO,)
 
     def detect(self, view):
-        if view.has(c.CLIP, 1):
-            x, total = view[c.CLIP]
-        else:
-            x, low, high = view.aligned(c.CLIP_LOW, c.CLIP_HIGH)
-            total = low + high
+        x, total = clipped(view)
         near = total >= NEAR_ONE
         n = int(near.sum())
         if n == 0:
