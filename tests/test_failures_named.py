@@ -228,3 +228,16 @@ def test_a_single_step_kl_jump_of_orders_of_magnitude_is_named_and_a_small_kl_ju
     assert f.figures["largest"] >= 100 and "jumps" in f.title
     assert not warned(real("r3-deepretrieval-grpo-0p8b-30step", "kl_drift"))  # 500x, but of a KL of 1e-5: 0.0066
     assert not warned(real("csd-gate1-console", "kl_drift"))  # six jumps of up to 11x: under 100x
+
+
+def test_a_held_out_score_repeated_over_a_short_run_is_info_and_a_two_level_reward_is_not_pinned():
+    ev = np.full(20, NAN)
+    ev[[4, 9, 14, 19]] = 0.53125  # 17 of 32 greedy answers right at each of 4 evaluations of a 20-step run
+    (f,) = only(make_run(20, **{c.EVAL: ev}), "pinned_reward")
+    assert f.severity == "info"
+    rng = np.random.default_rng(7)
+    hard = np.where(rng.random(40) < 0.55, 0.0, rng.choice([0.5, 0.4375, 0.5625, 0.8125], 40))  # 0 on half the steps
+    assert not warned(only(make_run(40, **{c.REWARD: hard}), "pinned_reward"))
+    ceiling = np.r_[np.linspace(0.7, 0.99, 5), np.where(rng.random(45) < 0.6, 1.0, 0.99)]  # 1.0 or 0.99
+    (g,) = warned(only(make_run(50, **{c.REWARD: ceiling}), "pinned_reward"))
+    assert g.figures["value"] == 1.0

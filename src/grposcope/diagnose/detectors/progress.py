@@ -122,8 +122,12 @@ class NoLearning(Detector):
 PIN_LEAST, PIN_SHARE = 8, 0.2
 PIN_FEW_VALUES, PIN_FEW_SHARE = 3, 0.5
 PIN_MODE_SHARE = 0.5
-PIN_EVAL_LEAST = 4  # a held-out score: this many evaluations in a row at one value (and half of them)
-PIN_CRITICAL = 0.5  # the streak reaches the last logged point and covers this share: critical
+PIN_MODE_NEAR = 0.1  # ... with the other values, by their median, within this share of the run's range of it (a
+# reward at 1.0 or 0.99: pinned; one at 0 on half the steps and 0.5 on the rest: a hard task, not a pin)
+PIN_EVAL_LEAST = 4  # a held-out score: this many evaluations in a row at one value (and half of them): info
+PIN_EVAL_WARNING = 6  # ... this many: a warning (greedy answers on a small fixed set repeat for a few evaluations
+# of a short run whose policy barely moved; a measurement, it is never critical: no_learning names the cause)
+PIN_CRITICAL = 0.5  # the training reward's streak reaches the last logged point and covers this share: critical
 
 
 def _streak(y: np.ndarray) -> tuple[int, int]:
@@ -165,7 +169,10 @@ class PinnedReward(Detector):
             few = len(values) <= PIN_FEW_VALUES
             if length < least or share < (PIN_FEW_SHARE if few else PIN_SHARE if name == c.REWARD else 0.5):
                 mode = float(values[np.argmax(counts)])
-                if name == c.REWARD and not few and counts.max() >= max(PIN_LEAST, PIN_MODE_SHARE * len(y)):
+                off = np.abs(y[y != mode] - mode)  # the other values: near the mode (pinned) or a second level
+                near = len(off) == 0 or float(np.median(off)) <= PIN_MODE_NEAR * float(np.ptp(y))
+                if (name == c.REWARD and not few and near
+                        and counts.max() >= max(PIN_LEAST, PIN_MODE_SHARE * len(y))):
                     findings.append(self._mode(x, y, mode))
                 continue
             value = float(y[start])
@@ -181,7 +188,10 @@ class PinnedReward(Detector):
                 evidence.append("the reward's std is 0 on those steps: every completion got exactly this reward")
             evidence.append("a reward that does not move by a single digit is a constant somewhere: a verifier "
                             "that always fails or always passes, a default returned on error, a clip at its bound")
-            severity = "critical" if last and share >= PIN_CRITICAL else "warning"
+            if name == c.REWARD:
+                severity = "critical" if last and share >= PIN_CRITICAL else "warning"
+            else:
+                severity = "warning" if length >= PIN_EVAL_WARNING else "info"
             what = "reward" if name == c.REWARD else "held-out score"
             findings.append(self.finding(severity, x[start], f"the {what} is pinned at exactly {value:g} for "
                                          f"{length} logged points", evidence, value=value, points=length,
