@@ -241,3 +241,15 @@ def test_a_held_out_score_repeated_over_a_short_run_is_info_and_a_two_level_rewa
     ceiling = np.r_[np.linspace(0.7, 0.99, 5), np.where(rng.random(45) < 0.6, 1.0, 0.99)]  # 1.0 or 0.99
     (g,) = warned(only(make_run(50, **{c.REWARD: ceiling}), "pinned_reward"))
     assert g.figures["value"] == 1.0
+
+
+def test_clip_fractions_under_their_authors_keys_are_read():
+    # TRL's classic PPOTrainer (ppo/policy/clipfrac), a percentage (clip_pct); PPO's old-vs-new KL stays no KL
+    from grposcope.runs.meaning import infer
+
+    assert infer("ppo/policy/clipfrac", [0.02, 1.0, 1.0]).metric == c.CLIP
+    pct = infer("clip_pct", [2.0, 100.0, 100.0])
+    assert pct.metric == c.CLIP and pct.divide_by == 100.0
+    assert infer("ppo_kl", [0.01, 0.02]) is None and infer("ppo/policy/approxkl", [0.01]) is None
+    total, policy = infer("ppo/loss/total", [1.0]), infer("ppo/loss/policy", [1.0])
+    assert total.metric == policy.metric == c.LOSS and policy.rank < total.rank

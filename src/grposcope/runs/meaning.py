@@ -62,8 +62,11 @@ class Reading:
 
 
 NOT_A_MEASURE = {"timing", "time", "timer", "ms", "sec", "secs", "seconds", "throughput", "mfu", "memory", "gb",
-                 "mb", "per", "latency", "speed", "prompt", "prompts", "best", "worst", "maj", "majority", "ppo",
+                 "mb", "per", "latency", "speed", "prompt", "prompts", "best", "worst", "maj", "majority",
                  "old", "advantage", "advantages", "slowest", "fastest", "lr", "weight", "weights", "coef"}
+# PPO's KL between the old (rollout-time) and the new policy (`ppo_kl`, `ppo/policy/approxkl`) is no KL to the
+# reference; a `ppo/` key is otherwise read as any other (TRL's classic PPOTrainer: `ppo/policy/clipfrac`)
+NOT_REFERENCE_KL = {"coeff", "coef", "beta", "target", "approx", "ctl", "penalty", "reward", "ppo", "old"}
 
 
 def words(key: str) -> list[str]:
@@ -142,14 +145,16 @@ def infer(key: str, values: Sequence[float], keys: Sequence[str] = (), group: st
     statistic = next((w for w in reversed(ws) if w in NOT_MEAN), "")
     if "entropy" in ws and not statistic:
         return Reading(c.ENTROPY, MEANING, why="its words (entropy)")
-    if "kl" in ws and not statistic and not {"coeff", "beta", "target", "approx", "ctl", "penalty", "reward"} & set(ws):
+    if "kl" in ws and not statistic and not NOT_REFERENCE_KL & set(ws):
         return Reading(c.KL, MEANING, why="its words (kl)")
     if "clip" in ws or "clipped" in ws or "clipfrac" in ws:
         if {"length", "len", "response", "completion", "completions", "truncated", "truncation"} & set(ws):
             return Reading(c.TRUNCATED, MEANING, why="its words (clipped completions)") if in_unit else None
+        side = c.CLIP_LOW if {"low", "lower"} & set(ws) else c.CLIP_HIGH if {"high", "upper"} & set(ws) else c.CLIP
         if (SHARE_WORDS & set(ws) or "clipfrac" in ws) and in_unit:
-            side = c.CLIP_LOW if {"low", "lower"} & set(ws) else c.CLIP_HIGH if {"high", "upper"} & set(ws) else c.CLIP
             return Reading(side, MEANING, why="its words (clip, frac/ratio), values in [0, 1]")
+        if _has(ws, PCT_WORDS) and seen and 0 <= min(seen) and max(seen) <= 100:
+            return Reading(side, MEANING, 100.0, "its words (clip, percent): a percentage")
         return None
     if ("truncated" in ws or "truncation" in ws) and in_unit:
         return Reading(c.TRUNCATED, MEANING, why="its words (truncated), values in [0, 1]")
@@ -164,7 +169,10 @@ def infer(key: str, values: Sequence[float], keys: Sequence[str] = (), group: st
         return None
     if "loss" in ws and ({"policy", "pg", "actor", "total", "grpo", "rl", "reinforce", "pi"} & set(ws)
                          or [w for w in ws if w not in ("sum", "mean", "avg")] == ["loss"]):
-        return Reading(c.LOSS, MEANING, why="its words (policy loss)")
+        # a total (policy plus value, KL or entropy terms) is read after a key that says policy
+        policy = bool({"policy", "pg", "actor", "pi"} & set(ws))
+        return Reading(c.LOSS, MEANING + (0 if policy else 1), why="its words (policy loss)" if policy else
+                       "its words (a total loss: read where no policy loss is logged)")
     if held and (_score(ws) or REWARD_WORDS & set(ws)) and not statistic:
         why = "its words (held-out " + next(w for w in ws if w in HELD_OUT_WORDS) + ")"
         return Reading(c.EVAL, MEANING + (0 if _score(ws) else 2), why=why)
