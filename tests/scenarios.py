@@ -113,8 +113,8 @@ def healthy_short(rng, n=40):
 
 
 def too_hard(rng, n=300):
-    # nearly every group all-wrong; on the steps where all 16 collapse the gradient is exactly 0 (no_signal_steps)
-    return Scenario("too_hard", frozenset({"advantage_collapse", "no_signal_steps"}),
+    # the reward flat at 0.04 (it never improves: no_learning); nearly every group all-wrong; on the steps where all 16 collapse the gradient is exactly 0 (no_signal_steps)
+    return Scenario("too_hard", frozenset({"advantage_collapse", "no_signal_steps", "no_learning"}),
                     *base(rng, n, np.full(n, 0.04), concentration=1.0, eval_mean=np.full(n, 0.05)))
 
 
@@ -143,8 +143,8 @@ def truncation(rng, n=300):
 
 
 def length_growth(rng, n=300):
-    # three times longer, the held-out score flat; far below the 4096 cap
-    return Scenario("length_growth", frozenset({"length_growth"}),
+    # three times longer, the reward and the held-out score flat (no_learning); far below the 4096 cap
+    return Scenario("length_growth", frozenset({"length_growth", "no_learning"}),
                     *base(rng, n, np.full(n, 0.40), length=ramp(n, 200, 620), cap=4096))
 
 
@@ -167,9 +167,10 @@ def gradient_nonfinite(rng, n=300):
 
 
 def reward_hacking(rng, n=300):
-    # the training reward keeps rising; the held-out score peaks at step 100 and falls to below its start
+    # the training reward keeps rising; the held-out score peaks at step 100 and falls to below its start (a held-out
+    # fall, whatever the training reward does: held_out_regression)
     eval_mean = np.concatenate([ramp(100, 0.30, 0.45), ramp(n - 100, 0.45, 0.22)])
-    return Scenario("reward_hacking", frozenset({"reward_hacking"}),
+    return Scenario("reward_hacking", frozenset({"reward_hacking", "held_out_regression"}),
                     *base(rng, n, ramp(n, 0.30, 0.85), concentration=8.0, eval_mean=eval_mean))
 
 
@@ -189,9 +190,9 @@ def plateau(rng, n=300):
 
 
 def no_signal(rng, n=300):
-    # two prompts per step at a 15% pass rate: a third of the steps have every group collapsed (and most groups
+    # two prompts per step at a flat 15% pass rate (no_learning): a third of the steps have every group collapsed (and most groups
     # collapse: advantage_collapse is genuine here too)
-    return Scenario("no_signal", frozenset({"no_signal_steps", "advantage_collapse"}),
+    return Scenario("no_signal", frozenset({"no_signal_steps", "advantage_collapse", "no_learning"}),
                     *base(rng, n, np.full(n, 0.15), concentration=3.0, b=2))
 
 

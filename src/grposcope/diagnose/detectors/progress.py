@@ -94,14 +94,17 @@ class NoLearning(Detector):
                     f"{NO_GAIN_SE * se:.3g} ({NO_GAIN_SE:g} standard errors of that difference)",
                     f"trend over the run: Theil-Sen slope {t.slope:+.2e} per step ({p_text(t.p)}), "
                     + ("falling" if t.falling(NO_LEARNING_ALPHA) else "no significant rise")]
+        # rose, then fell back: a significant rise up to its best stretch and a significant fall after it (the
+        # highest of many running means of a noisy reward is the noise's own maximum, not a rise)
         k = max(3, len(y) // 10)
         smooth = np.convolve(y, np.ones(k) / k, mode="valid")  # (n - k + 1,) running means of k points
-        best_i = int(np.argmax(smooth))
-        best = float(smooth[best_i])
-        rose = best - start > NO_GAIN_SE * MEDIAN_SE * noise * math.sqrt(1 / len(h) + 1 / k)
+        top = int(np.argmax(smooth)) + k // 2
+        up, down = stats.trend(x[:top + 1], y[:top + 1]), stats.trend(x[top:], y[top:])
+        rose = up.rising(0.01) and down.falling(0.01)
         if rose:
-            evidence.append(f"it rose to {best:.4g} (mean of {k} points around step {int(x[best_i + k // 2])}) and "
-                            "fell back: whatever it learnt was lost")
+            evidence.append(f"it rose to {float(smooth[top - k // 2]):.4g} (mean of {k} points around step "
+                            f"{int(x[top])}; rising before, {p_text(up.p)}) and fell back ({p_text(down.p)}): "
+                            "whatever it learnt was lost")
         if held is not None:
             evidence.append(f"held-out score: {held[0]:+.3f} from the first to the last of {held[1]} evaluations"
                             + (", no significant rise" if held[1] >= HELD_OUT_TESTED else ""))
