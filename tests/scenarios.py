@@ -113,7 +113,8 @@ def healthy_short(rng, n=40):
 
 
 def too_hard(rng, n=300):
-    # the reward flat at 0.04 (it never improves: no_learning); nearly every group all-wrong; on the steps where all 16 collapse the gradient is exactly 0 (no_signal_steps)
+    # the reward flat at 0.04 (it never improves: no_learning); nearly every group all-wrong; on the steps where
+    # all 16 collapse the gradient is exactly 0 (no_signal_steps)
     return Scenario("too_hard", frozenset({"advantage_collapse", "no_signal_steps", "no_learning"}),
                     *base(rng, n, np.full(n, 0.04), concentration=1.0, eval_mean=np.full(n, 0.05)))
 
@@ -190,8 +191,8 @@ def plateau(rng, n=300):
 
 
 def no_signal(rng, n=300):
-    # two prompts per step at a flat 15% pass rate (no_learning): a third of the steps have every group collapsed (and most groups
-    # collapse: advantage_collapse is genuine here too)
+    # two prompts per step at a flat 15% pass rate (no_learning): a third of the steps have every group collapsed
+    # (and most groups collapse: advantage_collapse is genuine here too)
     return Scenario("no_signal", frozenset({"no_signal_steps", "advantage_collapse", "no_learning"}),
                     *base(rng, n, np.full(n, 0.15), concentration=3.0, b=2))
 
