@@ -178,3 +178,11 @@ def test_an_alarm_never_advises_an_option_the_run_has_on(caplog):
             alarms.update(step, acr=1.0)
     said = " ".join(r.getMessage() for r in caplog.records if "alarm at step" in r.getMessage())
     assert "stagnation" in said and "use_avspo=True," not in said and "already on in this run: use_avspo=True" in said
+
+
+
+def test_text_output_in_a_pipe_has_no_trailing_spaces():
+    out = cli("diagnose", STOCK_TRL).stdout  # rich pads each line to the console's 160 columns in a pipe
+    lines = out.splitlines()
+    assert lines and not [line for line in lines if line.endswith(" ")]
+    assert max(map(len, lines)) > 100  # still laid out for 160 columns, not rich's 80

@@ -253,3 +253,4 @@ def test_clip_fractions_under_their_authors_keys_are_read():
     assert infer("ppo_kl", [0.01, 0.02]) is None and infer("ppo/policy/approxkl", [0.01]) is None
     total, policy = infer("ppo/loss/total", [1.0]), infer("ppo/loss/policy", [1.0])
     assert total.metric == policy.metric == c.LOSS and policy.rank < total.rank
+

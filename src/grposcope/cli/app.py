@@ -196,11 +196,39 @@ def fail(err: BaseException) -> typer.Exit:
 
 def wide_console(width: int = 120, stderr: bool = False) -> Any:
     """A rich console for tables: the terminal's width in a terminal; `width` columns in a pipe, a log file or
-    a test, where rich's default of 80 columns would cut the numbers. `stderr`: print there (stdout holds JSON)."""
+    a test, where rich's default of 80 columns would cut the numbers, each line written without the spaces rich
+    pads it with to that width (a CI log or a file diffed line by line should not carry them). `stderr`: print
+    there (stdout holds JSON)."""
     from rich.console import Console
 
     console = Console(stderr=stderr)
-    return console if console.is_terminal else Console(width=width, stderr=stderr)
+    if console.is_terminal:
+        return console
+    return Console(width=width, file=_Unpadded(sys.stderr if stderr else sys.stdout))
+
+
+class _Unpadded:
+    """A text stream that writes each line with its trailing spaces dropped (a line split across writes is held
+    until its end comes, or until flush)."""
+
+    def __init__(self, out: Any) -> None:
+        self.out, self.held = out, ""
+
+    def write(self, text: str) -> int:
+        lines = (self.held + text).split("\n")
+        self.held = lines.pop()
+        if lines:
+            self.out.write("".join(line.rstrip(" ") + "\n" for line in lines))
+        return len(text)
+
+    def flush(self) -> None:
+        if self.held:
+            self.out.write(self.held.rstrip(" "))
+            self.held = ""
+        self.out.flush()
+
+    def isatty(self) -> bool:
+        return False
 
 
 def _console_logging() -> None:
