@@ -204,7 +204,9 @@ def wide_console(width: int = 120, stderr: bool = False) -> Any:
     console = Console(stderr=stderr)
     if console.is_terminal:
         return console
-    return Console(width=width, file=_Unpadded(sys.stderr if stderr else sys.stdout))
+    from typing import IO, cast
+
+    return Console(width=width, file=cast(IO[str], _Unpadded(sys.stderr if stderr else sys.stdout)))
 
 
 class _Unpadded:
